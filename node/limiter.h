@@ -1,0 +1,116 @@
+// Limiter: the rate-limit engine of one node. Pure computation: no threads,
+// no I/O, no timers. The daemon, persistence and gossip sit around it.
+//
+// State model (shared/notes/DESIGN.md "State model"):
+//  - A limit is identified by (key, algorithm, window_ms); each has its own
+//    state. The limit value is applied at decision time.
+//  - Fixed window and sliding-window counter keep, per wall-clock-aligned
+//    window w = floor(wall_ms / window_ms), a G-counter with one slot per
+//    node. This node increments only its own slot; ReadCounts/MergeCounts
+//    export and import slots (slot-wise max) for replication.
+//  - Sliding-window log keeps (timestamp, cost) entries of the trailing
+//    window; token bucket keeps a level and the time of its last refill.
+//    Both are local to this node.
+//  - Time: Clock::WallMs(), clamped per shard so that it never moves
+//    backwards (a wall-clock step back freezes time until it catches up).
+//
+// Memory: a key whose state has expired (counters: no counts in the current
+// or previous window; log: no entry in the trailing window; bucket: full) is
+// garbage. Each insertion frees a few such keys of its table incrementally
+// (so a table under churn holds at most about twice its live keys), and
+// SweepExpired() frees all of them. At most Options::max_keys keys are held:
+// a check that would create a key beyond that first frees every expired key
+// (at most once per kCapSweepIntervalMs, so a flood of new keys cannot make
+// every request scan the whole node), then, if still full, fails with
+// ResourceExhausted and changes nothing. Checks on held keys keep working.
+//
+// Thread safety: every method may be called concurrently from any thread.
+// State is split into shards by key hash; each shard's state is owned by its
+// mutex. Checks on distinct keys rarely contend.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "node/clock.h"
+#include "node/g_counter.h"
+#include "node/limit.h"
+#include "node/status.h"
+
+namespace tally {
+
+class Limiter {
+ public:
+  struct Options {
+    NodeId node_id = 1;         // this node's G-counter slot
+    size_t max_keys = 10'000'000;
+    const Clock* clock = SystemClock::Default();  // not owned; must outlive the Limiter
+  };
+
+  explicit Limiter(const Options& options);
+  ~Limiter();
+  Limiter(const Limiter&) = delete;
+  Limiter& operator=(const Limiter&) = delete;
+
+  // Decides whether `cost` units of `key` under `spec` pass now, and consumes
+  // them if they do. Errors (InvalidArgument for a bad key or spec,
+  // ResourceExhausted at max_keys) leave *decision untouched and change nothing.
+  Status Check(std::string_view key, const LimitSpec& spec, uint64_t cost, Decision* decision);
+
+  // Check for each request, in order, as if all arrived at one instant (one
+  // clock reading). results[i] answers requests[i]; the spans must be of equal
+  // size. Faster per check than Check on large key sets: it prefetches the
+  // memory of later requests while deciding earlier ones.
+  struct CheckRequest {
+    std::string_view key;
+    LimitSpec spec;
+    uint64_t cost = 1;
+  };
+  struct CheckResult {
+    Status status;
+    Decision decision;
+  };
+  void CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results);
+
+  // Counting algorithms only (fixed window, sliding-window counter); spec.limit
+  // is ignored. ReadCounts gives every node's slots for the key's live windows,
+  // or NotFound when it holds none. MergeCounts takes the slot-wise max with
+  // `counts` (slots of windows that have expired are ignored; a newer window
+  // moves the key forward). A slot for this node's own id raises the own slot:
+  // that is how a restarted node recovers increments it had not persisted.
+  Status ReadCounts(std::string_view key, const LimitSpec& spec, WindowCounts* counts);
+  Status MergeCounts(std::string_view key, const LimitSpec& spec, const WindowCounts& counts);
+
+  // Frees every key whose state has expired. Returns how many were freed.
+  size_t SweepExpired();
+
+  size_t key_count() const { return key_count_.load(std::memory_order_relaxed); }
+  NodeId node_id() const { return options_.node_id; }
+
+ private:
+  struct Shard;
+  static constexpr int64_t kCapSweepIntervalMs = 100;
+
+  Shard& ShardFor(size_t hash);
+  // Check after validation; retries once after a sweep at the key cap.
+  Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
+                    int64_t wall_ms, Decision* decision);
+  Status CheckInShard(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
+                      int64_t wall_ms, Decision* decision);
+  // SweepExpired(), unless it ran less than kCapSweepIntervalMs ago.
+  size_t SweepIfDue();
+  // Reserves room for one more key; false at max_keys.
+  bool ReserveKey();
+  void ReleaseKeys(size_t count);
+
+  const Options options_;
+  std::atomic<size_t> key_count_{0};
+  std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace tally

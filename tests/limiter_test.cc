@@ -1,0 +1,299 @@
+// Unit tests of the limiter engine (node/limiter.h) on a manual clock.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "node/limiter.h"
+
+namespace tally {
+namespace {
+
+constexpr int64_t kMinuteMs = 60'000;
+constexpr int64_t kStartMs = 1'700'000'000'000 / kMinuteMs * kMinuteMs;  // a 0:00
+
+struct Fixture {
+  explicit Fixture(size_t max_keys = 1'000'000, NodeId node_id = 1)
+      : clock(kStartMs), limiter(Limiter::Options{node_id, max_keys, &clock}) {}
+
+  Decision Check(std::string_view key, const LimitSpec& spec, uint64_t cost = 1) {
+    Decision decision;
+    const Status status = limiter.Check(key, spec, cost, &decision);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    return decision;
+  }
+  int Admitted(std::string_view key, const LimitSpec& spec, int requests) {
+    int admitted = 0;
+    for (int i = 0; i < requests; ++i) admitted += Check(key, spec).allowed ? 1 : 0;
+    return admitted;
+  }
+  void At(int64_t offset_ms) { clock.AdvanceMs(kStartMs + offset_ms - clock.WallMs()); }
+
+  ManualClock clock;
+  Limiter limiter;
+};
+
+// The seed: 100/min, 100 requests at 0:59 and 100 at 1:00.
+TEST_CASE("seed boundary scenario: what each algorithm admits") {
+  struct Expect {
+    Algorithm algorithm;
+    int at_0_59, at_1_00, at_1_01;
+  };
+  // The fixed window leaks 200 within two seconds. The log holds the rolling
+  // minute to 100. The counter at 1:00 weighs the previous minute fully (100,
+  // so 0 more); at 1:01 it weighs it 59/60 = 98.3, so exactly 1 more fits.
+  const Expect expectations[] = {{Algorithm::kFixedWindow, 100, 100, 0},
+                                 {Algorithm::kSlidingWindowLog, 100, 0, 0},
+                                 {Algorithm::kSlidingWindowCounter, 100, 0, 1}};
+  for (const Expect& expect : expectations) {
+    CAPTURE(AlgorithmName(expect.algorithm));
+    Fixture f;
+    const LimitSpec spec{expect.algorithm, 100, kMinuteMs};
+    f.At(59'000);
+    CHECK(f.Admitted("client", spec, 100) == expect.at_0_59);
+    f.At(60'000);
+    CHECK(f.Admitted("client", spec, 100) == expect.at_1_00);
+    f.At(61'000);
+    CHECK(f.Admitted("client", spec, 100) == expect.at_1_01);
+  }
+}
+
+// The seed's bucket: a burst of 20 passes, the 21st waits 200 ms, and over a
+// long run the rate is 5 per second.
+TEST_CASE("token bucket: burst of capacity, then the refill rate") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kTokenBucket, 20, 4'000};  // 20 tokens, 5/s
+  CHECK(f.Admitted("client", spec, 20) == 20);
+  const Decision denied = f.Check("client", spec);
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.retry_after_ms == 200);
+  f.clock.AdvanceMs(199);
+  CHECK_FALSE(f.Check("client", spec).allowed);
+  f.clock.AdvanceMs(1);
+  CHECK(f.Check("client", spec).allowed);
+  // One attempt every 10 ms for 60 s: the empty bucket refills 5 per second.
+  int admitted = 0;
+  for (int i = 0; i < 6'000; ++i) {
+    f.clock.AdvanceMs(10);
+    admitted += f.Check("client", spec).allowed ? 1 : 0;
+  }
+  CHECK(admitted == 300);
+}
+
+// Bad keys and specs are errors that leave the decision and the state alone.
+TEST_CASE("invalid input gets a clear error and changes nothing") {
+  Fixture f;
+  const LimitSpec good{Algorithm::kFixedWindow, 10, 1'000};
+  Decision decision;
+  decision.limit = 12345;
+  CHECK(f.limiter.Check("", good, 1, &decision).code() == Status::Code::kInvalidArgument);
+  CHECK(f.limiter.Check(std::string(kMaxKeyBytes + 1, 'k'), good, 1, &decision).code() ==
+        Status::Code::kInvalidArgument);
+  LimitSpec bad = good;
+  bad.window_ms = 0;
+  CHECK(f.limiter.Check("k", bad, 1, &decision).message() == "window_ms must be at least 1");
+  bad.window_ms = kMaxWindowMs + 1;
+  CHECK_FALSE(f.limiter.Check("k", bad, 1, &decision).ok());
+  bad = good;
+  bad.limit = kMaxLimit + 1;
+  CHECK_FALSE(f.limiter.Check("k", bad, 1, &decision).ok());
+  bad = good;
+  bad.algorithm = static_cast<Algorithm>(9);
+  CHECK(f.limiter.Check("k", bad, 1, &decision).ToString() ==
+        "invalid argument: unknown algorithm 9");
+  CHECK(decision.limit == 12345);
+  CHECK(f.limiter.key_count() == 0);
+  CHECK(f.Check(std::string(kMaxKeyBytes, 'k'), good).allowed);
+}
+
+// Peeks and denials consume nothing and create no key.
+TEST_CASE("peeks and denials consume nothing") {
+  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                              Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
+    CAPTURE(AlgorithmName(algorithm));
+    Fixture f;
+    const LimitSpec spec{algorithm, 5, 1'000};
+    CHECK(f.Check("k", spec, 0).remaining == 5);
+    CHECK(f.Check("k", spec, 6).never_allowed);
+    CHECK(f.limiter.key_count() == 0);
+    CHECK(f.Check("k", spec, 3).allowed);
+    CHECK_FALSE(f.Check("k", spec, 3).allowed);
+    for (int i = 0; i < 10; ++i) CHECK(f.Check("k", spec, 0).remaining == 2);
+    CHECK(f.Check("k", spec, 2).allowed);
+    CHECK(f.Check("k", spec, 0).remaining == 0);
+    CHECK(f.limiter.key_count() == 1);
+  }
+}
+
+// A fixed window ends exactly at a multiple of window_ms.
+TEST_CASE("window boundaries at exact multiples") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kFixedWindow, 2, 1'000};
+  f.At(999);
+  CHECK(f.Admitted("k", spec, 3) == 2);
+  CHECK(f.Check("k", spec).retry_after_ms == 1);
+  f.At(1'000);
+  CHECK(f.Admitted("k", spec, 3) == 2);
+  const LimitSpec log{Algorithm::kSlidingWindowLog, 1, 1'000};
+  f.At(5'000);
+  CHECK(f.Check("log", log).allowed);
+  f.At(5'999);
+  CHECK(f.Check("log", log).retry_after_ms == 1);
+  f.At(6'000);  // the entry at 5000 is out of (5000, 6000]
+  CHECK(f.Check("log", log).allowed);
+}
+
+// With the clock standing still nothing refills, and a step back in wall time
+// does not reopen a window: time is clamped so that it never moves backwards.
+TEST_CASE("clock standing still and stepping back") {
+  Fixture f;
+  const LimitSpec bucket{Algorithm::kTokenBucket, 3, 3'000};
+  const LimitSpec fixed{Algorithm::kFixedWindow, 3, 1'000};
+  f.At(2'500);
+  CHECK(f.Admitted("b", bucket, 10) == 3);
+  CHECK(f.Admitted("f", fixed, 10) == 3);
+  CHECK(f.Check("b", bucket).retry_after_ms == 1'000);
+  f.clock.SetWallMs(kStartMs + 1'500);  // back by a second: an earlier window
+  CHECK(f.Admitted("f", fixed, 10) == 0);
+  CHECK(f.Admitted("b", bucket, 10) == 0);
+  f.clock.SetWallMs(kStartMs + 3'000);  // the clamp lets time resume from 2500
+  CHECK(f.Admitted("f", fixed, 10) == 3);
+  CHECK(f.Check("b", bucket).retry_after_ms == 500);
+}
+
+// Many threads on one key: every admission is counted, none is lost.
+TEST_CASE("concurrent checks on one key lose no update") {
+  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                              Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
+    CAPTURE(AlgorithmName(algorithm));
+    Fixture f;
+    const LimitSpec spec{algorithm, 5'000, kMinuteMs};
+    std::atomic<int> admitted{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 3'000; ++i) {
+          Decision decision;
+          if (f.limiter.Check("hot", spec, 1, &decision).ok() && decision.allowed) ++admitted;
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    CHECK(admitted.load() == 5'000);
+    CHECK(f.Check("hot", spec, 0).remaining == 0);
+  }
+}
+
+// Limits with another window or algorithm are separate; another limit value
+// on the same (key, algorithm, window) shares the counts.
+TEST_CASE("a limit is identified by key, algorithm and window") {
+  Fixture f;
+  const LimitSpec per_second{Algorithm::kFixedWindow, 5, 1'000};
+  const LimitSpec per_minute{Algorithm::kFixedWindow, 5, kMinuteMs};
+  const LimitSpec stricter{Algorithm::kFixedWindow, 3, 1'000};
+  CHECK(f.Admitted("k", per_second, 4) == 4);
+  CHECK(f.Check("k", per_minute, 0).remaining == 5);
+  CHECK_FALSE(f.Check("k", stricter).allowed);
+  CHECK(f.Check("k", per_second).allowed);
+  const std::string long_key(100, 'x');
+  CHECK(f.Admitted(long_key, per_second, 6) == 5);
+  CHECK(f.Admitted(long_key + "y", per_second, 6) == 5);
+}
+
+// At max_keys a new key is refused with ResourceExhausted; held keys still
+// work, and keys freed by expiry make room again.
+TEST_CASE("key cap: refuse new keys, keep serving held ones") {
+  Fixture f(/*max_keys=*/10);
+  const LimitSpec spec{Algorithm::kFixedWindow, 5, 1'000};
+  for (int i = 0; i < 10; ++i) CHECK(f.Check("key" + std::to_string(i), spec).allowed);
+  Decision decision;
+  const Status refused = f.limiter.Check("key10", spec, 1, &decision);
+  CHECK(refused.code() == Status::Code::kResourceExhausted);
+  CHECK(f.limiter.key_count() == 10);
+  CHECK(f.Check("key3", spec).allowed);
+  CHECK(f.Check("key10", spec, 0).allowed);  // a peek needs no key
+  f.clock.AdvanceMs(1'000);                  // every window has ended
+  CHECK(f.Check("key10", spec).allowed);
+  CHECK(f.limiter.key_count() == 1);
+}
+
+// Under key churn the engine holds about the live keys, not every key seen.
+TEST_CASE("memory stays bounded under key churn") {
+  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                              Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
+    CAPTURE(AlgorithmName(algorithm));
+    Fixture f;
+    const LimitSpec spec{algorithm, 10, 100};
+    size_t most_keys = 0;
+    for (int window = 0; window < 200; ++window) {  // 200 windows of 500 fresh keys
+      for (int i = 0; i < 500; ++i) f.Check(std::to_string(window) + ":" + std::to_string(i), spec);
+      most_keys = std::max(most_keys, f.limiter.key_count());
+      f.clock.AdvanceMs(100);
+    }
+    // Live: at most two windows' keys (1000); incremental sweeping keeps the
+    // rest to within about as many again. 100,000 keys were created.
+    CHECK(most_keys <= 2'500);
+    f.clock.AdvanceMs(1'000);
+    f.limiter.SweepExpired();
+    CHECK(f.limiter.key_count() == 0);
+  }
+}
+
+// Merging a replica's counts: remote slots count against the limit, the own
+// slot recovers from a peer's copy, and replays or stale windows change nothing.
+TEST_CASE("merge counts from replicas") {
+  Fixture f(1'000'000, /*node_id=*/1);
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  f.At(10'500);
+  CHECK(f.Check("k", spec, 10).allowed);
+  WindowCounts peer;
+  peer.window_index = (kStartMs + 10'500) / 1'000;
+  peer.current.MergeSlot(2, 30);
+  peer.current.MergeSlot(1, 25);  // a peer saw more of our own slot than we hold
+  peer.previous.MergeSlot(3, 40);
+  REQUIRE(f.limiter.MergeCounts("k", spec, peer).ok());
+  REQUIRE(f.limiter.MergeCounts("k", spec, peer).ok());  // replay: idempotent
+  // 25 + 30 + 40 * 0.5 = 75 used.
+  CHECK(f.Check("k", spec, 0).remaining == 25);
+  WindowCounts read;
+  REQUIRE(f.limiter.ReadCounts("k", spec, &read).ok());
+  CHECK(read.current.Get(1) == 25);
+  CHECK(read.current.Sum() == 55);
+  CHECK(read.previous.Sum() == 40);
+  // A lower, older copy of a slot never lowers it.
+  WindowCounts stale = peer;
+  stale.current = GCounter();
+  stale.current.MergeSlot(2, 5);
+  REQUIRE(f.limiter.MergeCounts("k", spec, stale).ok());
+  CHECK(f.Check("k", spec, 0).remaining == 25);
+  // Counts of an expired window are ignored; counts from the far future refused.
+  stale.window_index -= 5;
+  REQUIRE(f.limiter.MergeCounts("k", spec, stale).ok());
+  CHECK(f.Check("k", spec, 0).remaining == 25);
+  stale.window_index += 10;
+  CHECK(f.limiter.MergeCounts("k", spec, stale).code() == Status::Code::kInvalidArgument);
+  // Only counting algorithms replicate.
+  const LimitSpec bucket{Algorithm::kTokenBucket, 100, 1'000};
+  CHECK_FALSE(f.limiter.MergeCounts("k", bucket, peer).ok());
+  CHECK(f.limiter.ReadCounts("nokey", spec, &read).code() == Status::Code::kNotFound);
+}
+
+// Counts merged for a key this node has never seen create it; next window
+// they become the previous window's counts.
+TEST_CASE("merge creates a key and rolls with the windows") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 10, 1'000};
+  WindowCounts peer;
+  peer.window_index = kStartMs / 1'000;
+  peer.current.MergeSlot(7, 10);
+  REQUIRE(f.limiter.MergeCounts("new", spec, peer).ok());
+  CHECK(f.limiter.key_count() == 1);
+  CHECK_FALSE(f.Check("new", spec).allowed);
+  f.At(1'500);  // previous window weighs half: 5 used
+  CHECK(f.Check("new", spec, 0).remaining == 5);
+}
+
+}  // namespace
+}  // namespace tally
