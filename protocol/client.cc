@@ -1,0 +1,178 @@
+#include "protocol/client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace tally {
+namespace {
+
+std::string Errno(std::string_view what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+void SetTimeouts(int fd, int timeout_ms) {
+  timeval tv{};
+  tv.tv_sec = timeout_ms / 1000;
+  tv.tv_usec = (timeout_ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+}  // namespace
+
+Status StatusFromError(protocol::ErrorCode code, std::string_view message) {
+  std::string text = std::string(protocol::ErrorCodeName(code)) + ": " + std::string(message);
+  switch (code) {
+    case protocol::ErrorCode::kInvalidArgument: return Status::InvalidArgument(text);
+    case protocol::ErrorCode::kResourceExhausted: return Status::ResourceExhausted(text);
+    case protocol::ErrorCode::kMalformedFrame:
+    case protocol::ErrorCode::kFrameTooLarge: return Status::Corruption(text);
+    case protocol::ErrorCode::kUnavailable: return Status::Unavailable(text);
+    default: return Status::IOError(text);
+  }
+}
+
+Status Client::Connect(const Options& options, std::unique_ptr<Client>* client) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  const std::string port = std::to_string(options.port);
+  if (int rc = getaddrinfo(options.host.c_str(), port.c_str(), &hints, &addresses); rc != 0) {
+    return Status::Unavailable("cannot resolve " + options.host + ": " + gai_strerror(rc));
+  }
+  std::string last_error = "no address for " + options.host;
+  int fd = -1;
+  for (addrinfo* address = addresses; address != nullptr && fd < 0; address = address->ai_next) {
+    fd = socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+    if (fd < 0) {
+      last_error = Errno("socket");
+      continue;
+    }
+    SetTimeouts(fd, options.timeout_ms);  // bounds connect() too
+    if (connect(fd, address->ai_addr, address->ai_addrlen) != 0) {
+      last_error = Errno("connect to " + options.host + ":" + port);
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(addresses);
+  if (fd < 0) return Status::Unavailable(last_error);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  client->reset(new Client(fd, options));
+  return Status::OK();
+}
+
+Client::Client(int fd, const Options& options) : fd_(fd), options_(options) {}
+
+Client::~Client() { close(fd_); }
+
+void Client::Send(protocol::Request request, uint64_t* request_id) {
+  request.id = next_id_++;
+  if (request_id) *request_id = request.id;
+  protocol::EncodeRequest(request, &send_buffer_);
+}
+
+Status Client::Flush() { return SendRaw(std::exchange(send_buffer_, std::string())); }
+
+Status Client::SendRaw(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t sent = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::IOError("timed out sending");
+      return Status::Unavailable(Errno("send"));
+    }
+    bytes.remove_prefix(static_cast<size_t>(sent));
+  }
+  return Status::OK();
+}
+
+void Client::ShutdownSend() { shutdown(fd_, SHUT_WR); }
+
+Status Client::Receive(protocol::Response* response) {
+  if (!send_buffer_.empty()) {
+    if (Status status = Flush(); !status.ok()) return status;
+  }
+  for (;;) {
+    const protocol::FrameScan scan = protocol::ScanFrame(receive_buffer_.readable(), options_.limits);
+    if (scan.state == protocol::FrameScan::State::kInvalid) {
+      return Status::Corruption("bad frame from server: " + scan.error_message);
+    }
+    if (scan.state == protocol::FrameScan::State::kComplete) {
+      const Status status = protocol::DecodeResponse(
+          receive_buffer_.readable().first(scan.frame_bytes), options_.limits, response);
+      receive_buffer_.Consume(scan.frame_bytes);
+      return status;
+    }
+    const size_t missing = scan.frame_bytes - receive_buffer_.readable().size();
+    const std::span<std::byte> room = receive_buffer_.writable(missing);
+    const ssize_t received = recv(fd_, room.data(), room.size(), 0);
+    if (received == 0) return Status::Unavailable("connection closed by the server");
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::IOError("timed out receiving");
+      return Status::Unavailable(Errno("recv"));
+    }
+    receive_buffer_.Commit(static_cast<size_t>(received));
+  }
+}
+
+Status Client::Call(protocol::Request request, protocol::Response* response) {
+  uint64_t id = 0;
+  Send(std::move(request), &id);
+  if (Status status = Receive(response); !status.ok()) return status;
+  if (response->kind == protocol::ResponseKind::kError) {
+    return StatusFromError(response->error, response->error_message);
+  }
+  if (response->id != id) {
+    return Status::Corruption("response id " + std::to_string(response->id) +
+                              " does not match request id " + std::to_string(id));
+  }
+  return Status::OK();
+}
+
+Status Client::CheckBatch(std::span<const protocol::Check> checks,
+                          std::vector<protocol::CheckOutcome>* outcomes) {
+  protocol::Request request;
+  request.kind = protocol::RequestKind::kCheck;
+  request.checks.assign(checks.begin(), checks.end());
+  protocol::Response response;
+  if (Status status = Call(std::move(request), &response); !status.ok()) return status;
+  if (response.kind != protocol::ResponseKind::kCheck || response.outcomes.size() != checks.size()) {
+    return Status::Corruption("check response does not answer every check");
+  }
+  *outcomes = std::move(response.outcomes);
+  return Status::OK();
+}
+
+Status Client::Check(const protocol::Check& check, protocol::CheckOutcome* outcome) {
+  std::vector<protocol::CheckOutcome> outcomes;
+  if (Status status = CheckBatch({&check, 1}, &outcomes); !status.ok()) return status;
+  *outcome = std::move(outcomes.front());
+  return Status::OK();
+}
+
+Status Client::Stats(protocol::StatsReply* stats) {
+  protocol::Request request;
+  request.kind = protocol::RequestKind::kStats;
+  protocol::Response response;
+  if (Status status = Call(std::move(request), &response); !status.ok()) return status;
+  if (response.kind != protocol::ResponseKind::kStats) {
+    return Status::Corruption("stats request answered with another kind");
+  }
+  *stats = response.stats;
+  return Status::OK();
+}
+
+}  // namespace tally

@@ -1,0 +1,80 @@
+// Client: a blocking connection to one tallyd, used by tallyctl, the load
+// generator and the tests.
+//
+// Two ways to use it:
+//  - one call per round trip: Check, CheckBatch, Stats;
+//  - pipelined: Send any number of requests (each gets the next id), Flush,
+//    then Receive the responses, which arrive in the order sent.
+// Do not mix the two while pipelined responses are outstanding.
+//
+// Every socket operation is bounded by Options::timeout_ms; a timeout or a
+// broken connection is an IOError or Unavailable status, and the Client is
+// unusable afterwards (connect a new one).
+//
+// Thread safety: none. One thread at a time per Client; use one Client per
+// thread (or connection) for concurrency.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "node/status.h"
+#include "protocol/codec.h"
+#include "protocol/frame_buffer.h"
+#include "protocol/messages.h"
+
+namespace tally {
+
+class Client {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or a name
+    uint16_t port = 0;
+    int timeout_ms = 5'000;
+    protocol::FrameLimits limits;
+  };
+
+  static Status Connect(const Options& options, std::unique_ptr<Client>* client);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // One check in one request. A per-check error (bad key, unknown algorithm)
+  // is an OK status with outcome->error set; a request-level error reply is
+  // a non-OK status.
+  Status Check(const protocol::Check& check, protocol::CheckOutcome* outcome);
+  Status CheckBatch(std::span<const protocol::Check> checks,
+                    std::vector<protocol::CheckOutcome>* outcomes);
+  Status Stats(protocol::StatsReply* stats);
+
+  // Pipelining. Send encodes the request with the next id (returned in
+  // *request_id) into the send buffer; Flush writes the buffer; Receive reads
+  // the next response (flushing first if anything is buffered).
+  void Send(protocol::Request request, uint64_t* request_id = nullptr);
+  Status Flush();
+  Status Receive(protocol::Response* response);
+
+  // Writes bytes as they are: for tests that send hostile input.
+  Status SendRaw(std::string_view bytes);
+  // Half-closes the sending side (the server sees end of stream).
+  void ShutdownSend();
+
+ private:
+  Client(int fd, const Options& options);
+  Status Call(protocol::Request request, protocol::Response* response);
+
+  const int fd_;
+  const Options options_;
+  uint64_t next_id_ = 1;
+  std::string send_buffer_;
+  protocol::FrameBuffer receive_buffer_;
+};
+
+// Status for a response of kind kError (request-level failure).
+Status StatusFromError(protocol::ErrorCode code, std::string_view message);
+
+}  // namespace tally

@@ -1,0 +1,403 @@
+// Framing and (de)serialisation of tally's protocol messages: see codec.h.
+//
+// Alignment: Decode* read the frame in place (the string_views in a decoded
+// Request point into it), so an unaligned frame is rejected with
+// InvalidArgument rather than copied: a copy would have to outlive the call
+// for those views to stay valid. Callers keep their receive buffer in 8-byte
+// words; frames are whole words, so consecutive frames stay aligned.
+#include "protocol/codec.h"
+
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/schema.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "protocol/tally.capnp.h"
+
+namespace tally::protocol {
+namespace {
+
+constexpr uint64_t kWordBytes = sizeof(capnp::word);
+
+// --- framing -----------------------------------------------------------------
+
+uint32_t LoadLittleEndian32(std::span<const std::byte> bytes, size_t offset) {
+  uint32_t value = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    value |= std::to_integer<uint32_t>(bytes[offset + i]) << (8 * i);
+  }
+  return value;
+}
+
+FrameScan Scanned(FrameScan::State state, uint64_t frame_bytes) {
+  FrameScan scan;
+  scan.state = state;
+  scan.frame_bytes = static_cast<size_t>(frame_bytes);
+  return scan;
+}
+
+FrameScan Invalid(ErrorCode code, std::string message) {
+  FrameScan scan;
+  scan.state = FrameScan::State::kInvalid;
+  scan.error = code;
+  scan.error_message = std::move(message);
+  return scan;
+}
+
+FrameScan TooLarge(uint64_t header_bytes, uint64_t body_words, const FrameLimits& limits) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  const bool overflows = body_words > (kMax - header_bytes) / kWordBytes;
+  const std::string total =
+      overflows ? "more than 2^64" : std::to_string(header_bytes + body_words * kWordBytes);
+  return Invalid(ErrorCode::kFrameTooLarge, "frame of " + total +
+                                                " bytes exceeds max_frame_bytes " +
+                                                std::to_string(limits.max_frame_bytes));
+}
+
+// --- decoding ----------------------------------------------------------------
+
+// OK when `frame` is exactly one complete, aligned frame within the limits.
+Status CheckWholeFrame(std::span<const std::byte> frame, const FrameLimits& limits) {
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
+    return Status::InvalidArgument("frame not 8-byte aligned");
+  }
+  const FrameScan scan = ScanFrame(frame, limits);
+  if (scan.state == FrameScan::State::kInvalid) {
+    return Status::Corruption("malformed frame: " + scan.error_message);
+  }
+  if (scan.state != FrameScan::State::kComplete || scan.frame_bytes != frame.size()) {
+    return Status::Corruption("malformed frame: " + std::to_string(frame.size()) +
+                              " bytes given, the segment table needs " +
+                              std::to_string(scan.frame_bytes));
+  }
+  return Status::OK();
+}
+
+// Reads `frame` (checked whole) as a message with root `Root` and hands the
+// root to `read_root`. Every Cap'n Proto getter may throw, so `read_root` runs
+// inside the one try block that turns kj::Exception into a Corruption status.
+template <typename Root, typename ReadFn>
+Status ReadFrame(std::span<const std::byte> frame, const FrameLimits& limits, ReadFn&& read_root) {
+  if (Status status = CheckWholeFrame(frame, limits); !status.ok()) return status;
+  const uint64_t words = frame.size() / kWordBytes;
+  capnp::ReaderOptions options;
+  // Honest reading touches each word about once; twice the frame leaves room
+  // and stops amplification (e.g. huge lists of zero-sized structs). The frame
+  // is within max_frame_bytes, so this is bounded by max_frame_bytes / 4.
+  options.traversalLimitInWords = words * 2;
+  options.nestingLimit = limits.nesting_limit;
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()), words), options);
+    return read_root(reader.getRoot<Root>());
+  } catch (const kj::Exception& e) {
+    return Status::Corruption("malformed frame: " + std::string(e.getDescription().cStr()));
+  }
+}
+
+std::string_view ViewOf(capnp::Data::Reader data) {
+  return {reinterpret_cast<const char*>(data.begin()), data.size()};
+}
+
+Check ReadCheck(wire::Check::Reader in) {
+  Check check;
+  check.key = ViewOf(in.getKey());
+  check.spec.algorithm = static_cast<Algorithm>(in.getAlgorithm());
+  check.spec.limit = in.getLimit();
+  check.spec.window_ms = in.getWindowMs();
+  check.cost = in.getCost();
+  return check;
+}
+
+Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request* out) {
+  out->id = in.getId();
+  out->checks.clear();  // keeps its capacity: a connection's requests reuse it
+  switch (in.which()) {
+    case wire::Request::CHECK: {
+      out->kind = RequestKind::kCheck;
+      const auto checks = in.getCheck();
+      if (checks.size() > limits.max_checks_per_request) {
+        return Status::InvalidArgument("request carries " + std::to_string(checks.size()) +
+                                       " checks; the maximum is " +
+                                       std::to_string(limits.max_checks_per_request));
+      }
+      out->checks.reserve(checks.size());
+      for (const auto check : checks) out->checks.push_back(ReadCheck(check));
+      break;
+    }
+    case wire::Request::STATS:
+      out->kind = RequestKind::kStats;
+      break;
+    default:  // a newer client's request kind: answered kUnsupported
+      out->kind = RequestKind::kUnknown;
+      break;
+  }
+  return Status::OK();
+}
+
+Decision ReadDecision(wire::Decision::Reader in) {
+  Decision decision;
+  decision.allowed = in.getAllowed();
+  decision.never_allowed = in.getNeverAllowed();
+  decision.limit = in.getLimit();
+  decision.remaining = in.getRemaining();
+  decision.reset_after_ms = in.getResetAfterMs();
+  decision.retry_after_ms = in.getRetryAfterMs();
+  return decision;
+}
+
+StatsReply ReadStats(wire::StatsReply::Reader in) {
+  StatsReply stats;
+  stats.uptime_ms = in.getUptimeMs();
+  stats.keys = in.getKeys();
+  stats.checks = in.getChecks();
+  stats.allowed = in.getAllowed();
+  stats.denied = in.getDenied();
+  stats.errors = in.getErrors();
+  stats.connections_open = in.getConnectionsOpen();
+  stats.connections_total = in.getConnectionsTotal();
+  return stats;
+}
+
+// An Error member must carry a failure: code 0 would read as a decision.
+Status ReadError(wire::Error::Reader in, ErrorCode* code, std::string* message) {
+  *code = static_cast<ErrorCode>(in.getCode());
+  const capnp::Text::Reader text = in.getMessage();
+  message->assign(text.cStr(), text.size());
+  if (*code == ErrorCode::kOk) return Status::Corruption("malformed frame: error with code 0");
+  return Status::OK();
+}
+
+Status ReadOutcome(wire::CheckOutcome::Reader in, CheckOutcome* out) {
+  switch (in.which()) {
+    case wire::CheckOutcome::DECISION:
+      out->decision = ReadDecision(in.getDecision());
+      return Status::OK();
+    case wire::CheckOutcome::ERROR:
+      return ReadError(in.getError(), &out->error, &out->error_message);
+  }
+  return Status::Corruption("malformed frame: unknown check outcome kind " +
+                            std::to_string(static_cast<unsigned>(in.which())));
+}
+
+Status ReadResponse(wire::Response::Reader in, Response* out) {
+  out->id = in.getId();
+  switch (in.which()) {
+    case wire::Response::CHECK: {
+      out->kind = ResponseKind::kCheck;
+      const auto outcomes = in.getCheck();
+      out->outcomes.resize(outcomes.size());  // bounded by the traversal limit
+      for (unsigned i = 0; i < outcomes.size(); ++i) {
+        Status status = ReadOutcome(outcomes[i], &out->outcomes[i]);
+        if (!status.ok()) return status;
+      }
+      return Status::OK();
+    }
+    case wire::Response::STATS:
+      out->kind = ResponseKind::kStats;
+      out->stats = ReadStats(in.getStats());
+      return Status::OK();
+    case wire::Response::ERROR:
+      out->kind = ResponseKind::kError;
+      return ReadError(in.getError(), &out->error, &out->error_message);
+  }
+  return Status::Corruption("malformed frame: unknown response kind " +
+                            std::to_string(static_cast<unsigned>(in.which())));
+}
+
+// --- encoding ----------------------------------------------------------------
+
+// The first segment of every message this thread encodes: reusing it saves a
+// zeroed 8 KiB allocation per message. MallocMessageBuilder requires it zeroed
+// and zeroes what it used when destroyed. Encoding never nests on a thread.
+kj::ArrayPtr<capnp::word> ScratchSegment() {
+  thread_local capnp::word scratch[capnp::SUGGESTED_FIRST_SEGMENT_WORDS];  // zero-initialised
+  return kj::arrayPtr(scratch, capnp::SUGGESTED_FIRST_SEGMENT_WORDS);
+}
+
+// Appends the standard stream framing (segment table, then segments) without
+// an intermediate flat copy of the message.
+void AppendFrame(capnp::MessageBuilder& message, std::string* out) {
+  const kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments =
+      message.getSegmentsForOutput();
+  const size_t table_words = segments.size() / 2 + 1;  // (1 + count) uint32s, padded to 8 bytes
+  uint32_t table[2 * 16] = {};
+  KJ_REQUIRE(segments.size() <= 2 * 16 - 1, "message has too many segments to frame");
+  table[0] = static_cast<uint32_t>(segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<uint32_t>(segments[i].size());
+  out->append(reinterpret_cast<const char*>(table), table_words * sizeof(capnp::word));
+  for (const kj::ArrayPtr<const capnp::word>& segment : segments) {
+    const kj::ArrayPtr<const kj::byte> bytes = segment.asBytes();
+    out->append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  }
+}
+
+void WriteCheck(const Check& check, wire::Check::Builder out) {
+  out.setKey(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(check.key.data()),
+                                 check.key.size()));
+  out.setAlgorithm(static_cast<uint8_t>(check.spec.algorithm));
+  out.setLimit(check.spec.limit);
+  out.setWindowMs(check.spec.window_ms);
+  out.setCost(check.cost);
+}
+
+// RequestKind::kUnknown has no member to write: it goes out as a union
+// discriminant no server knows, which lets tests exercise kUnsupported.
+void WriteUnknownKind(wire::Request::Builder out) {
+  constexpr uint16_t kUnknownDiscriminant = 0xFFFF;
+  const uint32_t offset =
+      capnp::Schema::from<wire::Request>().getProto().getStruct().getDiscriminantOffset();
+  kj::ArrayPtr<kj::byte> data = capnp::AnyStruct::Builder(std::move(out)).getDataSection();
+  data[offset * 2] = kUnknownDiscriminant & 0xFF;  // little-endian uint16
+  data[offset * 2 + 1] = kUnknownDiscriminant >> 8;
+}
+
+void WriteDecision(const Decision& decision, wire::Decision::Builder out) {
+  out.setAllowed(decision.allowed);
+  out.setNeverAllowed(decision.never_allowed);
+  out.setLimit(decision.limit);
+  out.setRemaining(decision.remaining);
+  out.setResetAfterMs(decision.reset_after_ms);
+  out.setRetryAfterMs(decision.retry_after_ms);
+}
+
+void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
+  out.setUptimeMs(stats.uptime_ms);
+  out.setKeys(stats.keys);
+  out.setChecks(stats.checks);
+  out.setAllowed(stats.allowed);
+  out.setDenied(stats.denied);
+  out.setErrors(stats.errors);
+  out.setConnectionsOpen(stats.connections_open);
+  out.setConnectionsTotal(stats.connections_total);
+}
+
+void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder out) {
+  out.setCode(static_cast<uint16_t>(code));
+  out.setMessage(capnp::Text::Reader(message.data(), message.size()));
+}
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kResourceExhausted: return "resource_exhausted";
+    case ErrorCode::kMalformedFrame: return "malformed_frame";
+    case ErrorCode::kFrameTooLarge: return "frame_too_large";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "unknown_error_code";
+}
+
+FrameScan ScanFrame(std::span<const std::byte> received, const FrameLimits& limits) {
+  constexpr uint64_t kSmallestTable = 8;  // one segment: count word + one size word
+  if (received.size() < 4) return Scanned(FrameScan::State::kNeedMore, kSmallestTable);
+  // The first word is segment_count - 1. Adding 1 in 64 bits means 0xFFFFFFFF
+  // is 2^32 segments (rejected below) rather than a wrapped count of 0.
+  const uint64_t segments = uint64_t{LoadLittleEndian32(received, 0)} + 1;
+  if (segments > limits.max_segments) {
+    return Invalid(ErrorCode::kMalformedFrame, "frame claims " + std::to_string(segments) +
+                                                   " segments, more than max_segments " +
+                                                   std::to_string(limits.max_segments));
+  }
+  const uint64_t header_bytes = (4 * (1 + segments) + 7) / 8 * 8;
+  if (header_bytes > limits.max_frame_bytes) return TooLarge(header_bytes, 0, limits);
+  if (received.size() < header_bytes) return Scanned(FrameScan::State::kNeedMore, header_bytes);
+
+  // At most (2^32 - 1) segments of at most 2^32 - 1 words: the sum fits in 64 bits.
+  uint64_t body_words = 0;
+  for (uint64_t i = 0; i < segments; ++i) body_words += LoadLittleEndian32(received, 4 + 4 * i);
+  if (body_words > (limits.max_frame_bytes - header_bytes) / kWordBytes) {
+    return TooLarge(header_bytes, body_words, limits);
+  }
+  const uint64_t frame_bytes = header_bytes + body_words * kWordBytes;
+  if (received.size() < frame_bytes) return Scanned(FrameScan::State::kNeedMore, frame_bytes);
+  return Scanned(FrameScan::State::kComplete, frame_bytes);
+}
+
+Status DecodeRequest(std::span<const std::byte> frame, const FrameLimits& limits,
+                     Request* request) {
+  Status status = ReadFrame<wire::Request>(frame, limits, [&](wire::Request::Reader root) {
+    return ReadRequest(root, limits, request);
+  });
+  if (!status.ok()) *request = Request{};
+  return status;
+}
+
+Status DecodeResponse(std::span<const std::byte> frame, const FrameLimits& limits,
+                      Response* response) {
+  Response decoded;
+  Status status = ReadFrame<wire::Response>(
+      frame, limits, [&](wire::Response::Reader root) { return ReadResponse(root, &decoded); });
+  *response = status.ok() ? std::move(decoded) : Response{};
+  return status;
+}
+
+void EncodeRequest(const Request& request, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto root = message.initRoot<wire::Request>();
+  root.setId(request.id);
+  switch (request.kind) {
+    case RequestKind::kCheck: {
+      auto checks = root.initCheck(static_cast<unsigned>(request.checks.size()));
+      for (unsigned i = 0; i < checks.size(); ++i) WriteCheck(request.checks[i], checks[i]);
+      break;
+    }
+    case RequestKind::kStats:
+      root.setStats();
+      break;
+    case RequestKind::kUnknown:
+      WriteUnknownKind(root);
+      break;
+  }
+  AppendFrame(message, out);
+}
+
+void EncodeResponse(const Response& response, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto root = message.initRoot<wire::Response>();
+  root.setId(response.id);
+  switch (response.kind) {
+    case ResponseKind::kCheck: {
+      auto outcomes = root.initCheck(static_cast<unsigned>(response.outcomes.size()));
+      for (unsigned i = 0; i < outcomes.size(); ++i) {
+        const CheckOutcome& outcome = response.outcomes[i];
+        if (outcome.error == ErrorCode::kOk) {
+          WriteDecision(outcome.decision, outcomes[i].initDecision());
+        } else {
+          WriteError(outcome.error, outcome.error_message, outcomes[i].initError());
+        }
+      }
+      break;
+    }
+    case ResponseKind::kStats:
+      WriteStats(response.stats, root.initStats());
+      break;
+    case ResponseKind::kError:
+      WriteError(response.error, response.error_message, root.initError());
+      break;
+  }
+  AppendFrame(message, out);
+}
+
+ErrorCode ErrorCodeFor(const Status& status) {
+  switch (status.code()) {
+    case Status::Code::kOk: return ErrorCode::kOk;
+    case Status::Code::kInvalidArgument: return ErrorCode::kInvalidArgument;
+    case Status::Code::kResourceExhausted: return ErrorCode::kResourceExhausted;
+    case Status::Code::kCorruption: return ErrorCode::kMalformedFrame;
+    case Status::Code::kUnavailable: return ErrorCode::kUnavailable;
+    default: return ErrorCode::kInternal;
+  }
+}
+
+}  // namespace tally::protocol

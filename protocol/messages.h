@@ -1,0 +1,87 @@
+// The messages of tally's wire protocol as plain C++ values. protocol/codec.h
+// turns them into Cap'n Proto frames (schema: protocol/tally.capnp) and back;
+// nothing outside protocol/ sees a Cap'n Proto type.
+//
+// A connection carries a stream of frames. A client sends Requests and may
+// pipeline them (send many before reading); the server answers each with one
+// Response carrying the same id, in the order the requests arrived.
+//
+// Evolution: the schema grows by Cap'n Proto's rules (new fields and union
+// members get new ordinals; nothing is renumbered or removed). A request kind
+// this server does not know is answered with ErrorCode::kUnsupported.
+//
+// Ownership: string_views in a decoded message point into the frame buffer
+// that was decoded and are valid only while it lives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "node/limit.h"
+
+namespace tally::protocol {
+
+// Errors, for a whole request (Response::error) or one check (CheckOutcome).
+// Wire values are stable.
+enum class ErrorCode : uint16_t {
+  kOk = 0,
+  kInvalidArgument = 1,    // bad key, spec or cost: Status::Code::kInvalidArgument
+  kResourceExhausted = 2,  // a cap was hit (keys, connections)
+  kMalformedFrame = 3,     // bytes that are not a valid frame or message
+  kFrameTooLarge = 4,      // the frame exceeds the server's max_frame_bytes
+  kUnsupported = 5,        // a request kind this server does not know
+  kUnavailable = 6,        // the server is shutting down
+  kInternal = 7,
+};
+std::string_view ErrorCodeName(ErrorCode code);
+
+struct Check {
+  std::string_view key;
+  LimitSpec spec;     // an unknown algorithm number is carried as is; the engine rejects it
+  uint64_t cost = 1;  // the wire default is 1
+};
+
+enum class RequestKind : uint8_t {
+  kCheck = 0,
+  kStats = 1,
+  kUnknown = 255,  // decoded from a newer client's request kind
+};
+
+struct Request {
+  uint64_t id = 0;
+  RequestKind kind = RequestKind::kCheck;
+  std::vector<Check> checks;  // kCheck only
+};
+
+// The result of one check: a decision, or an error for that check alone.
+struct CheckOutcome {
+  ErrorCode error = ErrorCode::kOk;
+  std::string error_message;  // empty when error == kOk
+  Decision decision;          // meaningful when error == kOk
+};
+
+struct StatsReply {
+  uint64_t uptime_ms = 0;
+  uint64_t keys = 0;
+  uint64_t checks = 0;
+  uint64_t allowed = 0;
+  uint64_t denied = 0;
+  uint64_t errors = 0;  // checks answered with an error
+  uint64_t connections_open = 0;
+  uint64_t connections_total = 0;
+};
+
+enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };
+
+struct Response {
+  uint64_t id = 0;  // the request's id; 0 when the request could not be decoded
+  ResponseKind kind = ResponseKind::kCheck;
+  std::vector<CheckOutcome> outcomes;  // kCheck: one per check, in order
+  StatsReply stats;                    // kStats
+  ErrorCode error = ErrorCode::kOk;    // kError: the whole request failed
+  std::string error_message;           // kError
+};
+
+}  // namespace tally::protocol

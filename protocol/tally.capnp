@@ -1,0 +1,73 @@
+# tally's wire protocol. One Request or Response per frame; frames use Cap'n
+# Proto's standard stream framing (see protocol/codec.h). The plain C++ mirror
+# of these messages is protocol/messages.h.
+#
+# Evolution follows Cap'n Proto's rules: add fields and union members with new
+# ordinals at the end; never renumber, retype or remove anything. A request
+# whose union member this server does not know is answered with an Error of
+# code kUnsupported (5).
+#
+# Units: counts and costs are whole requests (or tokens); times are ms.
+
+@0xc1bdf66ebbcbeed9;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("tally::protocol::wire");
+
+struct Request {
+  id @0 :UInt64;  # echoed in the Response; lets a client pipeline requests
+  union {
+    check @1 :List(Check);  # a batch of checks, answered in order
+    stats @2 :Void;
+    # Later: gossip / membership members get the next ordinals.
+  }
+}
+
+struct Check {
+  key @0 :Data;            # 1..256 bytes, binary allowed
+  algorithm @1 :UInt8;     # tally::Algorithm's number; an unknown one is rejected per check
+  limit @2 :UInt64;        # requests per window (token bucket: capacity)
+  windowMs @3 :UInt64;     # ms
+  cost @4 :UInt64 = 1;     # requests this check consumes; 0 peeks
+}
+
+struct Response {
+  id @0 :UInt64;  # the request's id; 0 when the request could not be decoded
+  union {
+    check @1 :List(CheckOutcome);  # one per check, in the request's order
+    stats @2 :StatsReply;
+    error @3 :Error;               # the whole request failed
+  }
+}
+
+struct CheckOutcome {
+  union {
+    decision @0 :Decision;
+    error @1 :Error;  # this check alone failed
+  }
+}
+
+struct Decision {
+  allowed @0 :Bool;
+  neverAllowed @1 :Bool;   # cost > limit: no wait helps
+  limit @2 :UInt64;
+  remaining @3 :UInt64;    # the largest cost that would pass now
+  resetAfterMs @4 :UInt64; # ms until the full limit is available again
+  retryAfterMs @5 :UInt64; # ms until this request would pass; 0 if allowed
+}
+
+struct Error {
+  code @0 :UInt16;  # tally::protocol::ErrorCode; stable values
+  message @1 :Text;
+}
+
+struct StatsReply {
+  uptimeMs @0 :UInt64;
+  keys @1 :UInt64;
+  checks @2 :UInt64;
+  allowed @3 :UInt64;
+  denied @4 :UInt64;
+  errors @5 :UInt64;  # checks answered with an error
+  connectionsOpen @6 :UInt64;
+  connectionsTotal @7 :UInt64;
+}

@@ -1,0 +1,190 @@
+// Bad input against a live tallyd: each case must leave the node serving
+// other clients correctly.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "tests/tallyd_process.h"
+
+namespace tally {
+namespace {
+
+using protocol::ErrorCode;
+using testing::TallydProcess;
+
+constexpr LimitSpec kSpec{Algorithm::kFixedWindow, 1'000, 3'600'000};
+
+std::string Words(std::initializer_list<uint32_t> words) {
+  std::string bytes(words.size() * 4, '\0');
+  size_t offset = 0;
+  for (const uint32_t word : words) {
+    std::memcpy(bytes.data() + offset, &word, 4);  // little-endian on x86
+    offset += 4;
+  }
+  return bytes;
+}
+
+struct Node {
+  explicit Node(const std::vector<std::string>& args = {}) {
+    const Status status = TallydProcess::Start(args, &process);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+  }
+  std::unique_ptr<Client> Connect() const {
+    std::unique_ptr<Client> client;
+    const Status status = process->Connect(&client);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    return client;
+  }
+  // A well-behaved client still gets correct answers.
+  void ExpectHealthy() const {
+    auto client = Connect();
+    protocol::CheckOutcome outcome;
+    const Status status = client->Check({"healthy", kSpec, 1}, &outcome);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    CHECK(outcome.error == ErrorCode::kOk);
+    CHECK(outcome.decision.allowed);
+  }
+  // Sends bytes and expects an error frame with `code`, then a closed connection.
+  void ExpectRefused(const std::string& bytes, ErrorCode code) const {
+    auto client = Connect();
+    REQUIRE(client->SendRaw(bytes).ok());
+    protocol::Response response;
+    const Status status = client->Receive(&response);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    CHECK(response.kind == protocol::ResponseKind::kError);
+    CHECK(response.error == code);
+    CHECK(response.id == 0);
+    CHECK(client->Receive(&response).code() == Status::Code::kUnavailable);
+    ExpectHealthy();
+  }
+  std::unique_ptr<TallydProcess> process;
+};
+
+// Random bytes: the connection is closed (after an error frame where the
+// bytes parse as a segment table at all), the node keeps serving.
+TEST_CASE("hostile: random bytes") {
+  Node node;
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::string bytes(64 + rng() % 512, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    auto client = node.Connect();
+    (void)client->SendRaw(bytes);
+    client->ShutdownSend();
+    protocol::Response response;
+    while (client->Receive(&response).ok()) {
+    }
+  }
+  node.ExpectHealthy();
+}
+
+// A segment count of 0xFFFFFFFF (it wraps to 0) and an absurd one.
+TEST_CASE("hostile: impossible segment counts") {
+  Node node;
+  node.ExpectRefused(Words({0xFFFFFFFF, 0}), ErrorCode::kMalformedFrame);
+  node.ExpectRefused(Words({1'000'000, 1, 1, 1}), ErrorCode::kMalformedFrame);
+}
+
+// A frame claiming more than --max-frame-bytes is refused before its body.
+TEST_CASE("hostile: frame over the size limit") {
+  Node node({"--max-frame-bytes", "4096"});
+  node.ExpectRefused(Words({0, 4096 / 8}), ErrorCode::kFrameTooLarge);
+  node.ExpectRefused(Words({0, 0x7FFFFFFF}), ErrorCode::kFrameTooLarge);
+}
+
+// A well-framed message that is not a Request: its root is a list pointer.
+TEST_CASE("hostile: valid frame with a wrong schema") {
+  Node node;
+  node.ExpectRefused(Words({0, 2, 0x00000001, 0x00000000, 0, 0}), ErrorCode::kMalformedFrame);
+}
+
+// A request with more checks than --max-checks-per-request is refused whole.
+TEST_CASE("hostile: too many checks in one request") {
+  Node node({"--max-checks-per-request", "5"});
+  auto client = node.Connect();
+  const std::vector<protocol::Check> checks(6, protocol::Check{"k", kSpec, 1});
+  std::vector<protocol::CheckOutcome> outcomes;
+  const Status status = client->CheckBatch(checks, &outcomes);
+  CHECK(status.code() == Status::Code::kInvalidArgument);
+  CHECK(status.message() == "invalid_argument: request carries 6 checks; the maximum is 5");
+  node.ExpectHealthy();
+}
+
+// A truncated frame, then the client goes away: the node drops it quietly.
+TEST_CASE("hostile: truncated frame then end of stream") {
+  Node node;
+  auto client = node.Connect();
+  REQUIRE(client->SendRaw(Words({0, 100, 0, 0})).ok());
+  client->ShutdownSend();
+  protocol::Response response;
+  CHECK(client->Receive(&response).code() == Status::Code::kUnavailable);
+  node.ExpectHealthy();
+}
+
+// An empty key and an unknown algorithm are per-check errors: the rest of the
+// batch is decided and the connection stays open.
+TEST_CASE("hostile: bad checks inside a good batch") {
+  Node node;
+  auto client = node.Connect();
+  const LimitSpec unknown{static_cast<Algorithm>(42), 10, 1'000};
+  const std::string oversized_key(300, 'k');
+  const protocol::Check checks[] = {
+      {"", kSpec, 1}, {"ok", unknown, 1}, {oversized_key, kSpec, 1}, {"ok", kSpec, 1}};
+  std::vector<protocol::CheckOutcome> outcomes;
+  REQUIRE(client->CheckBatch(checks, &outcomes).ok());
+  CHECK(outcomes[0].error == ErrorCode::kInvalidArgument);
+  CHECK(outcomes[0].error_message == "key is empty");
+  CHECK(outcomes[1].error == ErrorCode::kInvalidArgument);
+  CHECK(outcomes[1].error_message == "unknown algorithm 42");
+  CHECK(outcomes[2].error == ErrorCode::kInvalidArgument);
+  CHECK(outcomes[3].error == ErrorCode::kOk);
+  CHECK(outcomes[3].decision.allowed);
+  protocol::CheckOutcome again;
+  REQUIRE(client->Check({"ok", kSpec, 1}, &again).ok());
+  CHECK(again.decision.remaining == 998);
+}
+
+// A client that opens a connection and sends half a frame is closed after the
+// idle timeout; meanwhile others are served without waiting for it.
+TEST_CASE("hostile: half-open and stalled connections time out") {
+  Node node({"--idle-timeout-ms", "300"});
+  auto silent = node.Connect();
+  auto stalled = node.Connect();
+  REQUIRE(stalled->SendRaw(Words({0, 4})).ok());
+  const auto start = std::chrono::steady_clock::now();
+  node.ExpectHealthy();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300));
+  protocol::Response response;
+  CHECK(silent->Receive(&response).code() == Status::Code::kUnavailable);
+  CHECK(stalled->Receive(&response).code() == Status::Code::kUnavailable);
+  node.ExpectHealthy();
+}
+
+// Beyond --max-connections a new connection gets resource_exhausted.
+TEST_CASE("hostile: connection cap") {
+  Node node({"--max-connections", "2"});
+  auto first = node.Connect();
+  auto second = node.Connect();
+  protocol::StatsReply stats;
+  REQUIRE(first->Stats(&stats).ok());  // both are registered by now
+  REQUIRE(second->Stats(&stats).ok());
+  auto third = node.Connect();
+  protocol::Response response;
+  REQUIRE(third->Receive(&response).ok());
+  CHECK(response.error == ErrorCode::kResourceExhausted);
+  second.reset();
+  // The node notices the close asynchronously: poll, bounded, for a free slot.
+  bool served = false;
+  for (int attempt = 0; attempt < 200 && !served; ++attempt) {
+    auto client = node.Connect();
+    served = client->Stats(&stats).ok();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(served);
+}
+
+}  // namespace
+}  // namespace tally

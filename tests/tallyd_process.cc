@@ -1,0 +1,141 @@
+#include "tests/tallyd_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace tally::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// Forks and execs argv with stdout and stderr sent to the given files
+// (empty: inherit). Returns the child's pid, or -1.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path,
+            const std::string& stderr_path) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const auto redirect = [](const std::string& path, int target) {
+    if (path.empty()) return;
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, target);
+  };
+  redirect(stdout_path, STDOUT_FILENO);
+  redirect(stderr_path, STDERR_FILENO);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+// Waits up to timeout_ms for pid; returns its exit code (128 + signal), or -1.
+int WaitFor(pid_t pid, int timeout_ms) {
+  const auto deadline = steady_clock::now() + milliseconds(timeout_ms);
+  for (;;) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (done < 0 || steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+Status TallydProcess::Start(const std::vector<std::string>& extra_args,
+                            std::unique_ptr<TallydProcess>* process, int start_timeout_ms) {
+  char directory_template[] = "/tmp/tallyd-test-XXXXXX";
+  if (mkdtemp(directory_template) == nullptr) return Status::IOError("mkdtemp failed");
+  const std::string directory = directory_template;
+  const std::string port_file = directory + "/port";
+  std::vector<std::string> argv = {TALLYD_PATH, "--address", "127.0.0.1", "--port", "0",
+                                   "--port-file", port_file, "--threads", "2"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const pid_t pid = Spawn(argv, "", directory + "/stderr.log");
+  if (pid < 0) return Status::IOError("fork failed");
+  process->reset(new TallydProcess(pid, directory));
+
+  const auto deadline = steady_clock::now() + milliseconds(start_timeout_ms);
+  while (steady_clock::now() < deadline) {
+    const std::string port = ReadFile(port_file);
+    if (!port.empty()) {
+      (*process)->port_ = static_cast<uint16_t>(std::stoi(port));
+      return Status::OK();
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      (*process)->reaped_ = true;
+      return Status::Unavailable("tallyd exited during start: " + (*process)->Log());
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return Status::Unavailable("tallyd did not listen within the start timeout");
+}
+
+TallydProcess::~TallydProcess() {
+  if (!reaped_) {
+    kill(pid_, SIGKILL);
+    WaitFor(pid_, 5'000);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(directory_, ignored);
+}
+
+Client::Options TallydProcess::client_options() const {
+  Client::Options options;
+  options.host = "127.0.0.1";
+  options.port = port_;
+  options.timeout_ms = 5'000;
+  return options;
+}
+
+Status TallydProcess::Connect(std::unique_ptr<Client>* client) const {
+  return Client::Connect(client_options(), client);
+}
+
+int TallydProcess::SignalAndWait(int signal_number, int timeout_ms) {
+  if (reaped_) return -1;
+  kill(pid_, signal_number);
+  const int code = WaitFor(pid_, timeout_ms);
+  reaped_ = code >= 0;
+  return code;
+}
+
+std::string TallydProcess::Log() const { return ReadFile(directory_ + "/stderr.log"); }
+
+int RunCommand(const std::vector<std::string>& argv, std::string* stdout_text, int timeout_ms) {
+  char path_template[] = "/tmp/tally-command-XXXXXX";
+  const int fd = mkstemp(path_template);
+  if (fd < 0) return -1;
+  close(fd);
+  const pid_t pid = Spawn(argv, path_template, "/dev/null");
+  const int code = pid < 0 ? -1 : WaitFor(pid, timeout_ms);
+  if (pid > 0 && code < 0) {
+    kill(pid, SIGKILL);
+    WaitFor(pid, 5'000);
+  }
+  if (stdout_text) *stdout_text = ReadFile(path_template);
+  unlink(path_template);
+  return code;
+}
+
+}  // namespace tally::testing
