@@ -1,0 +1,210 @@
+// tally-loadgen: closed-loop load against tallyd or a Redis baseline, for
+// benchmarks on loopback. Prints one table row (and optionally writes a JSON
+// object); see --help. Exit status: 0 on success, 1 when replies reported
+// errors, 2 when the run could not start or aborted.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cluster/loadgen.h"
+#include "node/json.h"
+
+namespace tally {
+namespace {
+
+constexpr LoadTarget kTargets[] = {LoadTarget::kTally, LoadTarget::kRedisLua, LoadTarget::kRedisIncr};
+constexpr KeyDistribution kDistributions[] = {KeyDistribution::kUniform, KeyDistribution::kZipf};
+constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                                     Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
+static_assert(std::size(kAlgorithms) == kAlgorithmCount);
+
+// The names of an enum's values, for CLI::IsMember.
+template <typename Enum, size_t N>
+std::vector<std::string> Names(const Enum (&values)[N], std::string_view (*name_of)(Enum)) {
+  std::vector<std::string> names;
+  for (const Enum value : values) names.emplace_back(name_of(value));
+  return names;
+}
+
+// The value called `name`; CLI::IsMember has checked that there is one.
+template <typename Enum, size_t N>
+Enum Named(const Enum (&values)[N], std::string_view (*name_of)(Enum), std::string_view name) {
+  return *std::find_if(std::begin(values), std::end(values),
+                       [&](Enum value) { return name_of(value) == name; });
+}
+
+// "host:port" or "[v6-address]:port".
+bool ParseEndpoint(const std::string& text, Endpoint* endpoint) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    size_t parsed = 0;
+    port = std::stoi(text.substr(colon + 1), &parsed);
+    if (parsed != text.size() - colon - 1) return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (host.empty() || port <= 0 || port > 65535) return false;
+  *endpoint = Endpoint{host, static_cast<uint16_t>(port)};
+  return true;
+}
+
+double Micros(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+double PerSecond(uint64_t count, double duration_s) {
+  return duration_s > 0 ? static_cast<double>(count) / duration_s : 0;
+}
+
+std::string ResultJson(const std::string& label, const LoadOptions& options, const LoadResult& result) {
+  char numbers[1024];
+  std::snprintf(
+      numbers, sizeof(numbers),
+      "\"connections\": %d, \"depth\": %d, \"batch\": %d, \"keys\": %llu, "
+      "\"distribution\": \"%s\", \"duration_s\": %.3f, \"requests\": %llu, \"decisions\": %llu, "
+      "\"requests_per_s\": %.1f, \"decisions_per_s\": %.1f, \"allowed\": %llu, "
+      "\"denied\": %llu, \"errors\": %llu, \"p50_us\": %.1f, \"p99_us\": %.1f, "
+      "\"p999_us\": %.1f, \"max_us\": %.1f",
+      options.connections, options.depth, options.batch, static_cast<unsigned long long>(options.keys),
+      std::string(KeyDistributionName(options.distribution)).c_str(), result.duration_s,
+      static_cast<unsigned long long>(result.requests), static_cast<unsigned long long>(result.decisions),
+      PerSecond(result.requests, result.duration_s), PerSecond(result.decisions, result.duration_s),
+      static_cast<unsigned long long>(result.allowed), static_cast<unsigned long long>(result.denied),
+      static_cast<unsigned long long>(result.errors), Micros(result.latency.PercentileNs(0.5)),
+      Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
+      Micros(result.latency.max_ns()));
+  return "{\"label\": " + JsonString(label) + ", \"target\": " + JsonString(LoadTargetName(options.target)) +
+         ", " + numbers + "}";
+}
+
+void PrintRow(const std::string& label, const LoadOptions& options, const LoadResult& result, bool header) {
+  if (header) {
+    std::printf("%-24s %-10s %5s %5s %5s %13s %12s %9s %9s %9s %9s %11s %11s %7s\n", "label", "target",
+                "conns", "depth", "batch", "decisions/s", "requests/s", "p50_us", "p99_us", "p999_us",
+                "max_us", "allowed", "denied", "errors");
+  }
+  std::printf("%-24s %-10s %5d %5d %5d %13.0f %12.0f %9.1f %9.1f %9.1f %9.1f %11llu %11llu %7llu\n",
+              label.c_str(), std::string(LoadTargetName(options.target)).c_str(), options.connections,
+              options.depth, options.batch, PerSecond(result.decisions, result.duration_s),
+              PerSecond(result.requests, result.duration_s), Micros(result.latency.PercentileNs(0.5)),
+              Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
+              Micros(result.latency.max_ns()), static_cast<unsigned long long>(result.allowed),
+              static_cast<unsigned long long>(result.denied), static_cast<unsigned long long>(result.errors));
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"tally-loadgen: closed-loop load against tallyd or Redis, for loopback benchmarks."};
+  app.footer(
+      "Each connection keeps --depth requests in flight until --duration-ms has passed or --requests\n"
+      "have been sent, then waits for the replies and closes. Exit status: 0 on success, 1 when\n"
+      "replies reported errors, 2 when a connection failed or a reply was not understood.");
+  LoadOptions options;
+  std::vector<std::string> addresses;
+  std::string algorithm = "sliding_counter";
+  std::string label;
+  std::string json_path;
+  bool no_header = false;
+
+  std::string target = "tally";
+  std::string distribution = "uniform";
+  app.add_option("--target", target,
+                 "tally: the daemon's protocol; redis-lua: EVALSHA of Redis users' sliding window "
+                 "counter script; redis-incr: INCR")
+      ->capture_default_str()
+      ->check(CLI::IsMember(Names(kTargets, LoadTargetName)));
+  app.add_option("--address", addresses,
+                 "host:port of a server; repeat for several (connections round-robin)")
+      ->required();
+  app.add_option("--connections", options.connections, "connections in total")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  app.add_option("--depth", options.depth, "requests in flight per connection (pipelining)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100'000));
+  app.add_option("--batch", options.batch, "checks per tally request (Redis targets: always 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000));
+  app.add_option("--keys", options.keys, "distinct keys k:0 .. k:<keys-1>")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}));
+  app.add_option("--distribution", distribution, "key popularity")
+      ->capture_default_str()
+      ->check(CLI::IsMember(Names(kDistributions, KeyDistributionName)));
+  app.add_option("--zipf-s", options.zipf_s, "zipf exponent (key of rank r has weight 1/r^s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  auto* duration = app.add_option("--duration-ms", options.duration_ms,
+                                  "run this long (default 5000 unless --requests is given; 0: no limit)");
+  app.add_option("--requests", options.max_requests, "stop after this many requests in total (0: no limit)");
+  app.add_option("--algorithm", algorithm, "tally's algorithm")
+      ->capture_default_str()
+      ->check(CLI::IsMember(Names(kAlgorithms, AlgorithmName)));
+  app.add_option("--limit", options.spec.limit, "the limit per key and window (all targets)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, kMaxLimit));
+  app.add_option("--window-ms", options.spec.window_ms, "the window (tally, redis-lua)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, kMaxWindowMs));
+  app.add_option("--threads", options.threads, "event-loop threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--seed", options.seed, "seed of the key choice")->capture_default_str();
+  app.add_option("--stall-timeout-ms", options.stall_timeout_ms,
+                 "abort when a connection gets no reply for this long")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{3'600'000}));
+  app.add_option("--label", label, "the run's name in the table and the JSON (default: the target)");
+  app.add_option("--json", json_path, "also write the result to this file as a JSON object");
+  app.add_flag("--no-header", no_header, "print the table row without the header line");
+  CLI11_PARSE(app, argc, argv);
+
+  for (const std::string& address : addresses) {
+    Endpoint endpoint;
+    if (!ParseEndpoint(address, &endpoint)) {
+      std::fprintf(stderr, "tally-loadgen: --address %s: expected host:port\n", address.c_str());
+      return 2;
+    }
+    options.endpoints.push_back(endpoint);
+  }
+  options.target = Named(kTargets, LoadTargetName, target);
+  options.distribution = Named(kDistributions, KeyDistributionName, distribution);
+  options.spec.algorithm = Named(kAlgorithms, AlgorithmName, algorithm);
+  if (options.target != LoadTarget::kTally) options.batch = 1;
+  if (duration->count() == 0 && options.max_requests > 0) options.duration_ms = 0;
+  if (options.duration_ms == 0 && options.max_requests == 0) {
+    std::fprintf(stderr, "tally-loadgen: give --duration-ms or --requests a non-zero value\n");
+    return 2;
+  }
+  if (label.empty()) label = LoadTargetName(options.target);
+
+  LoadResult result;
+  if (const Status status = RunLoad(options, &result); !status.ok()) {
+    std::fprintf(stderr, "tally-loadgen: %s: %s\n", label.c_str(), status.ToString().c_str());
+    return 2;
+  }
+  PrintRow(label, options, result, !no_header);
+  if (!json_path.empty()) {
+    std::ofstream json(json_path);
+    json << ResultJson(label, options, result) << "\n";
+    if (!json.flush()) {
+      std::fprintf(stderr, "tally-loadgen: cannot write %s\n", json_path.c_str());
+      return 2;
+    }
+  }
+  if (result.errors > 0) {
+    std::fprintf(stderr, "tally-loadgen: %s: %llu error replies, the first: %s\n", label.c_str(),
+                 static_cast<unsigned long long>(result.errors), result.first_error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tally
+
+int main(int argc, char** argv) { return tally::Main(argc, argv); }

@@ -1,0 +1,235 @@
+#include "cluster/target_session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cluster/resp.h"
+#include "protocol/codec.h"
+#include "protocol/frame_buffer.h"
+#include "protocol/messages.h"
+
+namespace tally {
+namespace {
+
+// What Redis users run today for a sliding window counter: two GETs, then
+// INCR and PEXPIRE when the weighted estimate leaves room.
+constexpr std::string_view kSlidingWindowScript = R"lua(
+local limit = tonumber(ARGV[1])
+local window_ms = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local window = math.floor(now_ms / window_ms)
+local elapsed_ms = now_ms - window * window_ms
+local current_key = KEYS[1] .. ':' .. window
+local previous_key = KEYS[1] .. ':' .. (window - 1)
+local current = tonumber(redis.call('GET', current_key) or '0')
+local previous = tonumber(redis.call('GET', previous_key) or '0')
+if current + previous * (window_ms - elapsed_ms) / window_ms + 1 <= limit then
+  redis.call('INCR', current_key)
+  redis.call('PEXPIRE', current_key, 2 * window_ms)
+  return 1
+end
+return 0
+)lua";
+
+class TallySession : public Session {
+ public:
+  TallySession(const LoadOptions& options, const KeySpace& keys, uint64_t seed)
+      : keys_(keys, seed), batch_(static_cast<size_t>(options.batch)) {
+    request_.kind = protocol::RequestKind::kCheck;
+    request_.checks.resize(batch_, protocol::Check{{}, options.spec, 1});
+  }
+
+  void AppendRequest(std::string* out) override {
+    request_.id = next_request_id_++;
+    for (protocol::Check& check : request_.checks) check.key = keys_.Next();
+    protocol::EncodeRequest(request_, out);
+  }
+  std::span<std::byte> writable() override { return buffer_.writable(); }
+  void Commit(size_t received_bytes) override { buffer_.Commit(received_bytes); }
+
+  Status TakeReply(bool* done, ReplyCounts* counts) override {
+    const protocol::FrameScan scan = protocol::ScanFrame(buffer_.readable(), limits_);
+    *done = scan.state == protocol::FrameScan::State::kComplete;
+    if (scan.state == protocol::FrameScan::State::kInvalid) {
+      return Status::Corruption("tally sent an invalid frame: " + scan.error_message);
+    }
+    if (!*done) return Status::OK();
+    const Status decoded =
+        protocol::DecodeResponse(buffer_.readable().first(scan.frame_bytes), limits_, &response_);
+    buffer_.Consume(scan.frame_bytes);
+    if (!decoded.ok()) {
+      return Status::Corruption("tally sent an undecodable response: " + std::string(decoded.message()));
+    }
+    if (response_.id != next_response_id_) {
+      return Status::Corruption("tally answered request " + std::to_string(response_.id) + " where " +
+                                std::to_string(next_response_id_) + " was expected" +
+                                (response_.kind == protocol::ResponseKind::kError
+                                     ? " (error: " + response_.error_message + ")"
+                                     : ""));
+    }
+    ++next_response_id_;
+    switch (response_.kind) {
+      case protocol::ResponseKind::kError:
+        counts->CountError(std::string(protocol::ErrorCodeName(response_.error)) + ": " +
+                           response_.error_message);
+        return Status::OK();
+      case protocol::ResponseKind::kCheck:
+        break;
+      case protocol::ResponseKind::kStats:
+        return Status::Corruption("tally answered a check with a stats response");
+    }
+    if (response_.outcomes.size() != batch_) {
+      return Status::Corruption("tally answered " + std::to_string(response_.outcomes.size()) +
+                                " checks of " + std::to_string(batch_));
+    }
+    for (const protocol::CheckOutcome& outcome : response_.outcomes) {
+      if (outcome.error != protocol::ErrorCode::kOk) {
+        counts->CountError(std::string(protocol::ErrorCodeName(outcome.error)) + ": " +
+                           outcome.error_message);
+      } else if (outcome.decision.allowed) {
+        ++counts->allowed;
+      } else {
+        ++counts->denied;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  KeyChooser keys_;
+  const size_t batch_;
+  const protocol::FrameLimits limits_;
+  protocol::Request request_;  // reused: only the id and the keys change
+  protocol::Response response_;
+  protocol::FrameBuffer buffer_;
+  uint64_t next_request_id_ = 1;
+  uint64_t next_response_id_ = 1;
+};
+
+// redis-lua: EVALSHA of kSlidingWindowScript (SCRIPT LOAD as the handshake).
+// redis-incr: INCR, allowed while the count is within the limit.
+class RedisSession : public Session {
+ public:
+  RedisSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed)
+      : keys_(keys, seed),
+        lua_(options.target == LoadTarget::kRedisLua),
+        limit_(options.spec.limit),
+        limit_text_(std::to_string(options.spec.limit)),
+        window_ms_text_(std::to_string(options.spec.window_ms)) {}
+
+  void AppendHandshake(std::string* out) override {
+    if (!lua_) return;
+    const std::string_view args[] = {"SCRIPT", "LOAD", kSlidingWindowScript};
+    resp::AppendCommand(args, out);
+  }
+
+  Status TakeHandshakeReply(bool* done) override {
+    if (!lua_) return Session::TakeHandshakeReply(done);
+    resp::RespValue reply;
+    Status taken = Take(&reply, done);
+    if (!taken.ok() || !*done) return taken;
+    if (reply.type != resp::RespValue::Type::kBulkString || reply.text.empty()) {
+      return Status::Corruption("SCRIPT LOAD failed: " + std::string(reply.text));
+    }
+    script_sha_ = reply.text;
+    return Status::OK();
+  }
+
+  void AppendRequest(std::string* out) override {
+    const std::string_view key = keys_.Next();
+    if (lua_) {
+      const std::string_view args[] = {"EVALSHA", script_sha_, "1", key, limit_text_, window_ms_text_};
+      resp::AppendCommand(args, out);
+    } else {
+      const std::string_view args[] = {"INCR", key};
+      resp::AppendCommand(args, out);
+    }
+  }
+  std::span<std::byte> writable() override { return reader_.writable(); }
+  void Commit(size_t received_bytes) override { reader_.Commit(received_bytes); }
+
+  Status TakeReply(bool* done, ReplyCounts* counts) override {
+    resp::RespValue reply;
+    Status taken = Take(&reply, done);
+    if (!taken.ok() || !*done) return taken;
+    if (reply.type == resp::RespValue::Type::kError) {
+      counts->CountError(reply.text);
+      return Status::OK();
+    }
+    const bool valid =
+        reply.type == resp::RespValue::Type::kInteger && reply.integer >= 0 && (!lua_ || reply.integer <= 1);
+    if (!valid) {
+      return Status::Corruption(std::string("Redis sent an unexpected reply to ") + (lua_ ? "EVALSHA" : "INCR"));
+    }
+    const bool allowed = lua_ ? reply.integer == 1 : static_cast<uint64_t>(reply.integer) <= limit_;
+    ++(allowed ? counts->allowed : counts->denied);
+    return Status::OK();
+  }
+
+ private:
+  Status Take(resp::RespValue* reply, bool* done) {
+    const resp::RespParse parse = reader_.Next(reply);
+    *done = parse.state == resp::RespParse::State::kComplete;
+    if (parse.state == resp::RespParse::State::kInvalid) {
+      return Status::Corruption("Redis sent an invalid reply: " + parse.error_message);
+    }
+    return Status::OK();
+  }
+
+  KeyChooser keys_;
+  const bool lua_;
+  const uint64_t limit_;
+  const std::string limit_text_;
+  const std::string window_ms_text_;
+  std::string script_sha_;
+  resp::RespReader reader_;
+};
+
+}  // namespace
+
+KeySpace::KeySpace(const LoadOptions& options) : names_(options.keys) {
+  for (uint64_t i = 0; i < options.keys; ++i) names_[i] = "k:" + std::to_string(i);
+  if (options.distribution != KeyDistribution::kZipf) return;
+  cdf_.resize(options.keys);
+  double sum = 0;
+  for (uint64_t i = 0; i < options.keys; ++i) {
+    sum += 1.0 / std::pow(static_cast<double>(i + 1), options.zipf_s);
+    cdf_[i] = sum;
+  }
+  for (double& p : cdf_) p /= sum;
+  cdf_.back() = 1.0;
+}
+
+KeyChooser::KeyChooser(const KeySpace& space, uint64_t seed)
+    : space_(space), random_(seed), uniform_index_(0, space.size() - 1) {}
+
+std::string_view KeyChooser::Next() {
+  const std::vector<double>& cdf = space_.cdf();
+  if (cdf.empty()) return space_.name(uniform_index_(random_));
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(random_);
+  return space_.name(static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
+}
+
+void ReplyCounts::CountError(std::string_view message) {
+  if (errors++ == 0) first_error = message;
+}
+
+void ReplyCounts::Merge(const ReplyCounts& other) {
+  allowed += other.allowed;
+  denied += other.denied;
+  if (errors == 0) first_error = other.first_error;
+  errors += other.errors;
+}
+
+Status Session::TakeHandshakeReply(bool* done) {
+  *done = true;
+  return Status::OK();
+}
+
+std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed) {
+  if (options.target == LoadTarget::kTally) return std::make_unique<TallySession>(options, keys, seed);
+  return std::make_unique<RedisSession>(options, keys, seed);
+}
+
+}  // namespace tally
