@@ -60,6 +60,21 @@ TEST_CASE("seed boundary scenario: what each algorithm admits") {
   }
 }
 
+// Cloudflare's worked example through the engine: 50/min, 42 requests in the
+// previous minute, 18 in this one, 15 s in: estimate 49.5, the next is denied.
+TEST_CASE("sliding counter: Cloudflare's example end to end") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 50, kMinuteMs};
+  f.At(30'000);
+  CHECK(f.Admitted("zone", spec, 42) == 42);
+  f.At(kMinuteMs + 15'000);
+  CHECK(f.Admitted("zone", spec, 18) == 18);
+  const Decision next = f.Check("zone", spec);
+  CHECK_FALSE(next.allowed);
+  CHECK(next.remaining == 0);
+  CHECK(next.retry_after_ms == 715);
+}
+
 // The seed's bucket: a burst of 20 passes, the 21st waits 200 ms, and over a
 // long run the rate is 5 per second.
 TEST_CASE("token bucket: burst of capacity, then the refill rate") {
