@@ -35,10 +35,13 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "node/clock.h"
 #include "node/g_counter.h"
+#include "node/key_snapshot.h"
 #include "node/limit.h"
+#include "node/shard.h"
 #include "node/status.h"
 
 namespace tally {
@@ -49,6 +52,8 @@ class Limiter {
     NodeId node_id = 1;         // this node's G-counter slot
     size_t max_keys = 10'000'000;
     const Clock* clock = SystemClock::Default();  // not owned; must outlive the Limiter
+    // Record which keys change, for CollectChanges (persistence). Off: no cost.
+    bool track_changes = false;
   };
 
   explicit Limiter(const Options& options);
@@ -88,27 +93,31 @@ class Limiter {
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();
 
-  size_t key_count() const { return key_count_.load(std::memory_order_relaxed); }
+  // Persistence. With Options::track_changes, appends to *out a snapshot of
+  // every key whose state changed since the previous call (each key once).
+  // Restore puts a snapshot back: counting algorithms take the slot-wise max
+  // (so restoring never lowers a count), the log and the bucket are replaced;
+  // an expired snapshot is ignored. Restore does not count as a change.
+  void CollectChanges(std::vector<KeySnapshot>* out);
+  Status Restore(const KeySnapshot& snapshot);
+
+  size_t key_count() const { return budget_.count(); }
   NodeId node_id() const { return options_.node_id; }
 
  private:
-  struct Shard;
   static constexpr int64_t kCapSweepIntervalMs = 100;
 
   Shard& ShardFor(size_t hash);
   // Check after validation; retries once after a sweep at the key cap.
   Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
                     int64_t wall_ms, Decision* decision);
-  Status CheckInShard(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
-                      int64_t wall_ms, Decision* decision);
+  // Locks the key's shard and runs f(shard, now_ms).
+  template <typename F>
+  auto InShard(size_t hash, F&& f);
   // SweepExpired(), unless it ran less than kCapSweepIntervalMs ago.
   size_t SweepIfDue();
-  // Reserves room for one more key; false at max_keys.
-  bool ReserveKey();
-  void ReleaseKeys(size_t count);
-
   const Options options_;
-  std::atomic<size_t> key_count_{0};
+  KeyBudget budget_;
   std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
   std::unique_ptr<Shard[]> shards_;
 };

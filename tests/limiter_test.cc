@@ -312,3 +312,92 @@ TEST_CASE("merge creates a key and rolls with the windows") {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// With change tracking, each changed key is reported once per collection,
+// with its current state; without it, nothing is recorded.
+TEST_CASE("collect changes reports each changed key once") {
+  ManualClock clock(kStartMs);
+  Limiter tracked(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  Limiter untracked(Limiter::Options{1, 1'000, &clock, /*track_changes=*/false});
+  const LimitSpec spec{Algorithm::kFixedWindow, 10, 1'000};
+  Decision decision;
+  for (Limiter* limiter : {&tracked, &untracked}) {
+    for (int i = 0; i < 3; ++i) REQUIRE(limiter->Check("a", spec, 1, &decision).ok());
+    REQUIRE(limiter->Check("b", spec, 2, &decision).ok());
+    REQUIRE(limiter->Check("c", spec, 0, &decision).ok());  // a peek changes nothing
+  }
+  std::vector<KeySnapshot> changes;
+  tracked.CollectChanges(&changes);
+  REQUIRE(changes.size() == 2);
+  std::sort(changes.begin(), changes.end(),
+            [](const KeySnapshot& x, const KeySnapshot& y) { return x.key < y.key; });
+  CHECK(changes[0].key == "a");
+  CHECK(changes[0].counts.current.Get(1) == 3);
+  CHECK(changes[1].counts.current.Get(1) == 2);
+  changes.clear();
+  tracked.CollectChanges(&changes);
+  CHECK(changes.empty());
+  untracked.CollectChanges(&changes);
+  CHECK(changes.empty());
+}
+
+// Snapshots restored into a fresh limiter reproduce every algorithm's state:
+// the same requests get the same decisions.
+TEST_CASE("restore reproduces the state of every algorithm") {
+  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                              Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
+    CAPTURE(AlgorithmName(algorithm));
+    ManualClock clock(kStartMs + 500);
+    Limiter original(Limiter::Options{7, 1'000, &clock, true});
+    const LimitSpec spec{algorithm, 20, 1'000};
+    Decision decision;
+    for (int i = 0; i < 12; ++i) {
+      REQUIRE(original.Check("k", spec, 1, &decision).ok());
+      clock.AdvanceMs(37);
+    }
+    std::vector<KeySnapshot> snapshots;
+    original.CollectChanges(&snapshots);
+    REQUIRE(snapshots.size() == 1);
+    Limiter restored(Limiter::Options{7, 1'000, &clock, true});
+    REQUIRE(restored.Restore(snapshots[0]).ok());
+    std::vector<KeySnapshot> none;
+    restored.CollectChanges(&none);
+    CHECK(none.empty());  // restoring is not a change
+    for (int i = 0; i < 15; ++i) {
+      Decision expected, actual;
+      REQUIRE(original.Check("k", spec, 1, &expected).ok());
+      REQUIRE(restored.Check("k", spec, 1, &actual).ok());
+      CHECK(actual == expected);
+      clock.AdvanceMs(53);
+    }
+  }
+}
+
+// Restoring takes the max with what a counting key holds, and an expired
+// snapshot is ignored.
+TEST_CASE("restore never lowers a count and ignores expired state") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock});
+  const LimitSpec spec{Algorithm::kFixedWindow, 100, 1'000};
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 30, &decision).ok());
+  KeySnapshot snapshot;
+  snapshot.key = "k";
+  snapshot.algorithm = spec.algorithm;
+  snapshot.window_ms = spec.window_ms;
+  snapshot.counts.window_index = kStartMs / 1'000;
+  snapshot.counts.current.MergeSlot(1, 10);  // older than what the node holds
+  REQUIRE(limiter.Restore(snapshot).ok());
+  CHECK(limiter.Check("k", spec, 0, &decision).ok());
+  CHECK(decision.remaining == 70);
+  snapshot.key = "old";
+  snapshot.counts.window_index -= 1;  // its window has ended
+  REQUIRE(limiter.Restore(snapshot).ok());
+  CHECK(limiter.key_count() == 1);
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,316 @@
+#include "node/shard.h"
+
+#include <algorithm>
+#include <string>
+
+#include "node/decide.h"
+
+namespace tally {
+namespace {
+
+// Slots examined for expiry on every insertion: enough that a table under
+// churn never holds more than about twice its live keys.
+constexpr size_t kSweepPerInsert = 2;
+
+template <typename Entry>
+LimitClass<Entry>* FindClass(std::vector<LimitClass<Entry>>& classes, Algorithm algorithm,
+                             uint64_t window_ms) {
+  for (auto& limit_class : classes) {
+    if (limit_class.algorithm == algorithm && limit_class.window_ms == window_ms) {
+      return &limit_class;
+    }
+  }
+  return nullptr;
+}
+
+template <typename Entry>
+Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                 std::string_view key, size_t hash) {
+  LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
+  return limit_class ? limit_class->table->Find(key, hash) : nullptr;
+}
+
+template <typename Entry>
+size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
+  size_t freed = 0;
+  for (auto& limit_class : classes) {
+    freed += limit_class.table->SweepAll([&](const Entry& entry) {
+      return IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms);
+    });
+  }
+  return freed;
+}
+
+// Snapshots each changed entry once (the list may repeat entries, and name
+// entries freed since: those have an empty key and are skipped).
+template <typename Entry, typename Fill>
+void CollectClasses(std::vector<LimitClass<Entry>>& classes, std::vector<KeySnapshot>* out,
+                    const Fill& fill) {
+  for (auto& limit_class : classes) {
+    std::vector<Entry*>& changed = limit_class.changed;
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    for (const Entry* entry : changed) {
+      if (entry->key.empty()) continue;
+      KeySnapshot& snapshot = out->emplace_back();
+      snapshot.key.assign(entry->key.view());
+      snapshot.algorithm = limit_class.algorithm;
+      snapshot.window_ms = limit_class.window_ms;
+      fill(*entry, &snapshot);
+    }
+    changed.clear();
+  }
+}
+
+}  // namespace
+
+template <typename Entry>
+Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
+                     const LimitSpec& spec, std::string_view key, int64_t now_ms, Entry** entry) {
+  if (*entry) return Status::OK();
+  if (!budget.Reserve()) {
+    return Status::ResourceExhausted("key limit reached: this node holds max_keys=" +
+                                     std::to_string(budget.max_keys()) + " keys");
+  }
+  LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
+  if (!limit_class) {
+    classes.push_back({spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}});
+    limit_class = &classes.back();
+  }
+  budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
+    return IsExpired(old, spec.algorithm, spec.window_ms, now_ms);
+  }));
+  *entry = limit_class->table->Insert(key);
+  return Status::OK();
+}
+
+template <typename Entry>
+void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                        Entry* entry) {
+  if (!track_changes) return;
+  FindClass(classes, spec.algorithm, spec.window_ms)->changed.push_back(entry);
+}
+
+Status Shard::Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                    uint64_t cost, int64_t now_ms, Decision* decision) {
+  switch (spec.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return CheckCounter(budget, key, hash, spec, cost, now_ms, decision);
+    case Algorithm::kSlidingWindowLog:
+      return CheckLog(budget, key, hash, spec, cost, now_ms, decision);
+    case Algorithm::kTokenBucket:
+      return CheckBucket(budget, key, hash, spec, cost, now_ms, decision);
+  }
+  return Status::InvalidArgument("unknown algorithm");  // unreachable: validated
+}
+
+Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
+                           const LimitSpec& spec, uint64_t cost, int64_t now_ms,
+                           Decision* decision) {
+  int64_t window_index = now_ms / static_cast<int64_t>(spec.window_ms);
+  uint64_t elapsed_ms = static_cast<uint64_t>(now_ms) % spec.window_ms;
+  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  uint64_t current = 0;
+  uint64_t previous = 0;
+  if (entry) {
+    AdvanceTo(*entry, window_index);
+    if (entry->window_index > window_index) {  // moved ahead by a peer's clock
+      window_index = entry->window_index;
+      elapsed_ms = 0;
+    }
+    current = CurrentTotal(*entry);
+    previous = PreviousTotal(*entry);
+  }
+  const Decision result = spec.algorithm == Algorithm::kFixedWindow
+                              ? DecideFixedWindow(spec, current, elapsed_ms, cost)
+                              : DecideSlidingCounter(spec, current, previous, elapsed_ms, cost);
+  if (result.allowed && cost > 0) {
+    const bool is_new = entry == nullptr;
+    if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    if (is_new) entry->window_index = window_index;
+    entry->own_current += static_cast<uint32_t>(cost);
+    MarkChanged(counters, spec, entry);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                       uint64_t cost, int64_t now_ms, Decision* decision) {
+  LogEntry* entry = FindEntry(logs, spec, key, hash);
+  if (entry) TrimLog(*entry, spec.window_ms, now_ms);
+  const Decision result =
+      entry ? DecideSlidingLog(spec, LiveStamps(*entry), entry->live_total, now_ms, cost)
+            : DecideSlidingLog(spec, {}, 0, now_ms, cost);
+  if (result.allowed && cost > 0) {
+    if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    AppendLog(*entry, now_ms, cost);
+    MarkChanged(logs, spec, entry);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
+                          const LimitSpec& spec, uint64_t cost, int64_t now_ms,
+                          Decision* decision) {
+  BucketEntry* entry = FindEntry(buckets, spec, key, hash);
+  const uint64_t level =
+      entry ? RefillTokenBucket(spec, entry->level,
+                                static_cast<uint64_t>(now_ms - entry->refilled_at_ms))
+            : spec.limit * spec.window_ms;  // a new bucket starts full
+  const Decision result = DecideTokenBucket(spec, level, cost);
+  if (result.allowed && cost > 0) {
+    if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    entry->level = level - cost * spec.window_ms;
+    entry->refilled_at_ms = now_ms;
+    MarkChanged(buckets, spec, entry);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec) {
+  const auto prefetch = [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      limit_class->table->PrefetchIndex(key, hash);
+    }
+  };
+  switch (spec.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: return prefetch(counters);
+    case Algorithm::kSlidingWindowLog: return prefetch(logs);
+    case Algorithm::kTokenBucket: return prefetch(buckets);
+  }
+}
+
+void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
+  const auto prefetch = [&](auto& classes) {
+    if (const auto* entry = FindEntry(classes, spec, key, hash)) {
+      __builtin_prefetch(entry);
+      __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
+    }
+  };
+  switch (spec.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: return prefetch(counters);
+    case Algorithm::kSlidingWindowLog: return prefetch(logs);
+    case Algorithm::kTokenBucket: return prefetch(buckets);
+  }
+}
+
+bool Shard::ReadCounts(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+                       int64_t now_ms, WindowCounts* counts) {
+  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+  AdvanceTo(*entry, now_ms / static_cast<int64_t>(spec.window_ms));
+  ExportCounts(*entry, self, counts);
+  return true;
+}
+
+Status Shard::MergeCounts(KeyBudget& budget, std::string_view key, size_t hash,
+                          const LimitSpec& spec, NodeId self, int64_t now_ms,
+                          const WindowCounts& counts) {
+  const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
+  if (counts.window_index > now_window + 1) {
+    return Status::InvalidArgument("counts for window " + std::to_string(counts.window_index) +
+                                   " are more than one window ahead of this node's window " +
+                                   std::to_string(now_window) + " (clock skew?)");
+  }
+  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  if (!entry) {
+    const int64_t windows_kept = spec.algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
+    const bool holds_live_counts = counts.window_index > now_window - windows_kept &&
+                                   !(counts.current.empty() && counts.previous.empty());
+    if (!holds_live_counts) return Status::OK();
+    if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    entry->window_index = std::max(now_window, counts.window_index);
+  }
+  AdvanceTo(*entry, now_window);
+  tally::MergeCounts(*entry, self, counts);
+  MarkChanged(counters, spec, entry);
+  return Status::OK();
+}
+
+size_t Shard::SweepAll(int64_t now_ms) {
+  return SweepClasses(counters, now_ms) + SweepClasses(logs, now_ms) +
+         SweepClasses(buckets, now_ms);
+}
+
+void Shard::CollectChanges(NodeId self, std::vector<KeySnapshot>* out) {
+  CollectClasses(counters, out, [self](const CounterEntry& entry, KeySnapshot* snapshot) {
+    ExportCounts(entry, self, &snapshot->counts);
+  });
+  CollectClasses(logs, out, [](const LogEntry& entry, KeySnapshot* snapshot) {
+    const std::span<const LogStamp> live = LiveStamps(entry);
+    snapshot->log_stamps.assign(live.begin(), live.end());
+  });
+  CollectClasses(buckets, out, [](const BucketEntry& entry, KeySnapshot* snapshot) {
+    snapshot->bucket_level = entry.level;
+    snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
+  });
+}
+
+Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                      int64_t now_ms) {
+  if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();
+  const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: {
+      CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, counters, spec, snapshot.key, now_ms, &entry);
+          !status.ok()) {
+        return status;
+      }
+      tally::MergeCounts(*entry, self, snapshot.counts);
+      return Status::OK();
+    }
+    case Algorithm::kSlidingWindowLog: {
+      LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
+        return status;
+      }
+      entry->stamps = snapshot.log_stamps;
+      entry->first = 0;
+      entry->live_total = 0;
+      for (const LogStamp& stamp : entry->stamps) entry->live_total += stamp.cost;
+      TrimLog(*entry, snapshot.window_ms, now_ms);
+      return Status::OK();
+    }
+    case Algorithm::kTokenBucket: {
+      BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, buckets, spec, snapshot.key, now_ms, &entry);
+          !status.ok()) {
+        return status;
+      }
+      entry->level = snapshot.bucket_level;
+      entry->refilled_at_ms = snapshot.bucket_refilled_at_ms;
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown algorithm");
+}
+
+int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
+  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow: return (snapshot.counts.window_index + 1) * window_ms;
+    case Algorithm::kSlidingWindowCounter: return (snapshot.counts.window_index + 2) * window_ms;
+    case Algorithm::kSlidingWindowLog:
+      return snapshot.log_stamps.empty() ? 0 : snapshot.log_stamps.back().at_ms + window_ms;
+    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
+  }
+  return 0;
+}
+
+}  // namespace tally

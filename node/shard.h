@@ -1,0 +1,109 @@
+// Shard: one slice of the Limiter's keys (internal to the engine).
+//
+// Thread safety: every member is owned by `mu`; the caller holds it for
+// every call. KeyBudget is shared by all shards and thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "node/g_counter.h"
+#include "node/key_snapshot.h"
+#include "node/key_state.h"
+#include "node/key_table.h"
+#include "node/limit.h"
+#include "node/status.h"
+
+namespace tally {
+
+// The node-wide cap on keys (Limiter::Options::max_keys).
+class KeyBudget {
+ public:
+  explicit KeyBudget(size_t max_keys) : max_keys_(max_keys) {}
+  // Room for one more key; false at the cap.
+  bool Reserve() {
+    if (count_.fetch_add(1, std::memory_order_relaxed) < max_keys_) return true;
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  void Release(size_t keys) {
+    if (keys > 0) count_.fetch_sub(keys, std::memory_order_relaxed);
+  }
+  size_t count() const { return count_.load(std::memory_order_relaxed); }
+  size_t max_keys() const { return max_keys_; }
+
+ private:
+  const size_t max_keys_;
+  std::atomic<size_t> count_{0};
+};
+
+// The keys of one (algorithm, window_ms) within a shard.
+template <typename Entry>
+struct LimitClass {
+  Algorithm algorithm;
+  uint64_t window_ms;
+  std::unique_ptr<KeyTable<Entry>> table;
+  // Entries changed since the last CollectChanges (duplicates allowed; may
+  // point at entries freed since: their key is then empty or another one).
+  std::vector<Entry*> changed;
+};
+
+struct alignas(64) Shard {
+  std::mutex mu;
+  bool track_changes = false;  // set once, before any use
+  int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
+  std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
+  std::vector<LimitClass<LogEntry>> logs;
+  std::vector<LimitClass<BucketEntry>> buckets;
+
+  int64_t Now(int64_t wall_ms) {
+    last_now_ms = std::max(last_now_ms, wall_ms);
+    return last_now_ms;
+  }
+
+  // Decide and apply one check (key and spec already validated).
+  Status Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+               uint64_t cost, int64_t now_ms, Decision* decision);
+
+  // Cache hints for CheckBatch: the index slot, then (once that has arrived)
+  // the entry. They change nothing.
+  void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+
+  // Counting algorithms only. ReadCounts: false when the key holds no live counts.
+  bool ReadCounts(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+                  int64_t now_ms, WindowCounts* counts);
+  Status MergeCounts(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                     NodeId self, int64_t now_ms, const WindowCounts& counts);
+
+  // Frees every expired key; returns how many.
+  size_t SweepAll(int64_t now_ms);
+
+  // Appends a snapshot of every entry changed since the last call.
+  void CollectChanges(NodeId self, std::vector<KeySnapshot>* out);
+  // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
+  // replaced). An expired snapshot changes nothing.
+  Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                 int64_t now_ms);
+
+ private:
+  template <typename Entry>
+  Status Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                std::string_view key, int64_t now_ms, Entry** entry);
+  template <typename Entry>
+  void MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
+
+  Status CheckCounter(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                      uint64_t cost, int64_t now_ms, Decision* decision);
+  Status CheckLog(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                  uint64_t cost, int64_t now_ms, Decision* decision);
+  Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                     uint64_t cost, int64_t now_ms, Decision* decision);
+};
+
+}  // namespace tally
