@@ -295,6 +295,7 @@ struct Server::Impl {
       stats.connections_open += counters.connections_open.load(std::memory_order_relaxed);
       stats.connections_total += counters.connections_total.load(std::memory_order_relaxed);
     }
+    if (options.add_stats) options.add_stats(&stats);
     return stats;
   }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,9 @@ class Server {
     int64_t drain_timeout_ms = 5'000;
     int64_t sweep_interval_ms = 10'000;  // Limiter::SweepExpired period; 0: never
     bool handle_signals = true;          // SIGTERM and SIGINT start a shutdown
+    // Fills the stats the server does not own (persistence); may be empty.
+    // Called on a worker thread for each stats request.
+    std::function<void(protocol::StatsReply*)> add_stats;
   };
 
   // limiter and clock must outlive the Server.

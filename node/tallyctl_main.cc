@@ -52,20 +52,28 @@ int PrintDecision(bool json, const tally::Decision& d) {
 }
 
 int PrintStats(bool json, const tally::protocol::StatsReply& s) {
-  const auto n = [](uint64_t v) { return static_cast<unsigned long long>(v); };
-  if (json) {
-    std::printf(
-        "{\"uptime_ms\":%llu,\"keys\":%llu,\"checks\":%llu,\"allowed\":%llu,\"denied\":%llu,"
-        "\"errors\":%llu,\"connections_open\":%llu,\"connections_total\":%llu}\n",
-        n(s.uptime_ms), n(s.keys), n(s.checks), n(s.allowed), n(s.denied), n(s.errors),
-        n(s.connections_open), n(s.connections_total));
-  } else {
-    std::printf(
-        "uptime_ms %llu\nkeys %llu\nchecks %llu\nallowed %llu\ndenied %llu\nerrors %llu\n"
-        "connections_open %llu\nconnections_total %llu\n",
-        n(s.uptime_ms), n(s.keys), n(s.checks), n(s.allowed), n(s.denied), n(s.errors),
-        n(s.connections_open), n(s.connections_total));
+  const std::pair<const char*, uint64_t> fields[] = {
+      {"uptime_ms", s.uptime_ms},
+      {"keys", s.keys},
+      {"checks", s.checks},
+      {"allowed", s.allowed},
+      {"denied", s.denied},
+      {"errors", s.errors},
+      {"connections_open", s.connections_open},
+      {"connections_total", s.connections_total},
+      {"restore_ms", s.restore_ms},
+      {"keys_restored", s.keys_restored},
+      {"storage_flushes", s.storage_flushes},
+      {"storage_keys_written", s.storage_keys_written},
+      {"storage_write_errors", s.storage_write_errors},
+      {"storage_disk_bytes", s.storage_disk_bytes}};
+  const char* separator = json ? "{" : "";
+  for (const auto& [name, value] : fields) {
+    std::printf(json ? "%s\"%s\":%llu" : "%s%s %llu\n", separator, name,
+                static_cast<unsigned long long>(value));
+    separator = json ? "," : "";
   }
+  if (json) std::printf("}\n");
   return kExitAllowed;
 }
 

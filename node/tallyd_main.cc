@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,7 +17,9 @@
 
 #include "node/clock.h"
 #include "node/limiter.h"
+#include "node/persister.h"
 #include "node/server.h"
+#include "storage/store.h"
 
 namespace {
 
@@ -36,6 +41,11 @@ bool WritePortFile(const std::string& path, uint16_t port) {
 int main(int argc, char** argv) {
   tally::Server::Options server;
   tally::Limiter::Options limiter_options;
+  limiter_options.node_id = 0;  // from the data directory, or random
+  std::string data_dir = "tally-data";
+  bool memory_only = false;
+  bool sync = false;
+  tally::Persister::Options persister_options;
   std::string port_file;
   std::string log_level = "info";
 
@@ -81,8 +91,24 @@ int main(int argc, char** argv) {
                  "Most keys held; a check that needs a new key beyond it gets resource_exhausted")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--node-id", limiter_options.node_id, "This node's id (its G-counter slot)")
-      ->check(CLI::PositiveNumber)
+  app.add_option("--node-id", limiter_options.node_id,
+                 "This node's id (its G-counter slot); 0: the one recorded in the data "
+                 "directory, or a new random one")
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
+      ->capture_default_str();
+  app.add_flag("--memory-only", memory_only, "Keep no state on disk: a restart forgets all counts");
+  app.add_option("--flush-interval-ms", persister_options.flush_interval_ms,
+                 "Write changed counters this often; a crash loses at most this much")
+      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_flag("--sync", sync,
+               "fsync every flush (survives power loss); default: the WAL reaches the OS, "
+               "which survives a crash of tallyd but not of the machine");
+  app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
+                 "Compact the database this often, dropping expired counters; 0: only as "
+                 "RocksDB compacts on its own")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -93,8 +119,53 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
+  std::unique_ptr<tally::storage::Store> store;
+  if (!memory_only) {
+    tally::Status status = tally::storage::Store::Open({data_dir, sync}, &store);
+    if (status.ok()) status = store->LoadNodeId(limiter_options.node_id, &limiter_options.node_id);
+    if (!status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    limiter_options.track_changes = true;
+  }
+  while (limiter_options.node_id == 0) limiter_options.node_id = std::random_device()();
+  spdlog::info("node id {}; {}", limiter_options.node_id,
+               memory_only ? "memory only" : "data in " + data_dir);
+
   tally::Limiter limiter(limiter_options);
-  tally::Server daemon(server, &limiter, tally::SystemClock::Default());
+  const tally::Clock* clock = tally::SystemClock::Default();
+  tally::storage::Store::LoadStats loaded;
+  int64_t restore_ms = 0;
+  if (store) {  // every live counter is back before the first request is served
+    const int64_t started_ms = clock->MonotonicMs();
+    if (tally::Status status = store->Load(
+            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    restore_ms = clock->MonotonicMs() - started_ms;
+    spdlog::info("restored {} keys in {} ms ({} expired, {} corrupt and {} over max-keys skipped)",
+                 loaded.restored, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
+    if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
+  }
+  std::optional<tally::Persister> persister;
+  if (store) {
+    persister.emplace(persister_options, &limiter, store.get(), clock);
+    persister->Start();
+    server.add_stats = [&](tally::protocol::StatsReply* stats) {
+      const tally::Persister::Stats persisted = persister->stats();
+      stats->restore_ms = static_cast<uint64_t>(restore_ms);
+      stats->keys_restored = loaded.restored;
+      stats->storage_flushes = persisted.flushes;
+      stats->storage_keys_written = persisted.keys_written;
+      stats->storage_write_errors = persisted.write_errors;
+      stats->storage_disk_bytes = store->DiskBytes();
+    };
+  }
+
+  tally::Server daemon(server, &limiter, clock);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
@@ -104,5 +175,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   daemon.Run();
+  if (persister) {  // a clean shutdown loses nothing
+    if (tally::Status status = persister->Stop(); !status.ok()) {
+      spdlog::error("final flush failed: {}", status.ToString());
+      return 1;
+    }
+    spdlog::info("final flush done");
+  }
   return 0;
 }

@@ -161,6 +161,12 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.errors = in.getErrors();
   stats.connections_open = in.getConnectionsOpen();
   stats.connections_total = in.getConnectionsTotal();
+  stats.restore_ms = in.getRestoreMs();
+  stats.keys_restored = in.getKeysRestored();
+  stats.storage_flushes = in.getStorageFlushes();
+  stats.storage_keys_written = in.getStorageKeysWritten();
+  stats.storage_write_errors = in.getStorageWriteErrors();
+  stats.storage_disk_bytes = in.getStorageDiskBytes();
   return stats;
 }
 
@@ -275,6 +281,12 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setErrors(stats.errors);
   out.setConnectionsOpen(stats.connections_open);
   out.setConnectionsTotal(stats.connections_total);
+  out.setRestoreMs(stats.restore_ms);
+  out.setKeysRestored(stats.keys_restored);
+  out.setStorageFlushes(stats.storage_flushes);
+  out.setStorageKeysWritten(stats.storage_keys_written);
+  out.setStorageWriteErrors(stats.storage_write_errors);
+  out.setStorageDiskBytes(stats.storage_disk_bytes);
 }
 
 void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder out) {

@@ -71,6 +71,13 @@ struct StatsReply {
   uint64_t errors = 0;  // checks answered with an error
   uint64_t connections_open = 0;
   uint64_t connections_total = 0;
+  // Persistence; all 0 when the node runs memory-only.
+  uint64_t restore_ms = 0;
+  uint64_t keys_restored = 0;
+  uint64_t storage_flushes = 0;
+  uint64_t storage_keys_written = 0;
+  uint64_t storage_write_errors = 0;
+  uint64_t storage_disk_bytes = 0;
 };
 
 enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };

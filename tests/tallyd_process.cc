@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -69,6 +70,12 @@ Status TallydProcess::Start(const std::vector<std::string>& extra_args,
   const std::string port_file = directory + "/port";
   std::vector<std::string> argv = {TALLYD_PATH, "--address", "127.0.0.1", "--port", "0",
                                    "--port-file", port_file, "--threads", "2"};
+  const auto given = [&](const std::string& flag) {
+    return std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end();
+  };
+  if (!given("--data-dir") && !given("--memory-only")) {
+    argv.insert(argv.end(), {"--data-dir", directory + "/data"});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const pid_t pid = Spawn(argv, "", directory + "/stderr.log");
   if (pid < 0) return Status::IOError("fork failed");

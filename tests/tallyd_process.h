@@ -1,7 +1,8 @@
 // TallydProcess: a real tallyd child process for integration tests.
 //
 // Start() runs the tallyd binary on 127.0.0.1 with --port 0 and its own
-// temporary directory (port file, stderr log), and waits until it listens.
+// temporary directory (port file, stderr log, and the data directory unless
+// the arguments name --data-dir or --memory-only), and waits until it listens.
 // The destructor always cleans up: SIGKILL if still running, reap, remove
 // the directory. Every wait is bounded.
 //

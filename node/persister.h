@@ -1,0 +1,74 @@
+// Persister: moves the engine's changes to the Store, off the request path.
+//
+// A background thread wakes every flush_interval_ms, collects the keys that
+// changed (Limiter::CollectChanges) and writes them in one batch. A failed
+// write (disk full, I/O error) is logged and kept: the next flush writes it
+// again with whatever changed since, and the node keeps serving from memory
+// meanwhile (degraded: a crash then loses everything not yet written). Every
+// compaction_interval_ms the store is compacted, which drops expired records.
+//
+// What a crash loses: the changes of at most one flush interval (plus the
+// flush in progress) on this node. Stop() flushes once more, so a clean
+// shutdown loses nothing.
+//
+// Thread safety: Start and Stop from one thread; stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "node/clock.h"
+#include "node/limiter.h"
+#include "storage/store.h"
+
+namespace tally {
+
+class Persister {
+ public:
+  struct Options {
+    int64_t flush_interval_ms = 50;
+    int64_t compaction_interval_ms = 600'000;  // 0: never
+  };
+  struct Stats {
+    uint64_t flushes = 0;       // batches written
+    uint64_t keys_written = 0;  // records in those batches
+    uint64_t write_errors = 0;  // failed batches
+    uint64_t pending_keys = 0;  // changes waiting for a write that failed
+  };
+
+  // limiter, store and clock must outlive the Persister.
+  Persister(const Options& options, Limiter* limiter, storage::Store* store, const Clock* clock);
+  ~Persister();  // Stop()
+
+  void Start();
+  // Stops the thread, then flushes once more. Returns that flush's status.
+  Status Stop();
+  // Collects and writes the changes now (the thread calls this).
+  Status Flush();
+
+  Stats stats() const;
+
+ private:
+  void Run();
+
+  const Options options_;
+  Limiter* const limiter_;
+  storage::Store* const store_;
+  const Clock* const clock_;
+
+  mutable std::mutex mu_;  // guards stop_, pending_, stats_; Flush runs under it
+  std::condition_variable wake_;
+  bool stop_ = false;
+  // Snapshots of a failed write, by (algorithm, window_ms, key): retried.
+  std::map<std::tuple<Algorithm, uint64_t, std::string>, KeySnapshot> pending_;
+  Stats stats_;
+  std::thread thread_;
+};
+
+}  // namespace tally

@@ -1,0 +1,152 @@
+#include "storage/record.h"
+
+#include <cstring>
+
+namespace tally::storage {
+namespace {
+
+void PutVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// Reads a varint from the front of *in. False when *in ends or it is over 10 bytes.
+bool GetVarint(std::string_view* in, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(in->front());
+    in->remove_prefix(1);
+    *value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+template <typename T>
+void PutFixed(T value, std::string* out) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));  // little-endian (x86-64, aarch64)
+  out->append(bytes, sizeof(T));
+}
+
+void PutCounter(const GCounter& counter, std::string* out) {
+  PutVarint(counter.slots().size(), out);
+  for (const GCounter::Slot& slot : counter.slots()) {
+    PutVarint(slot.node, out);
+    PutVarint(slot.count, out);
+  }
+}
+
+bool GetCounter(std::string_view* in, GCounter* counter) {
+  uint64_t slots = 0;
+  if (!GetVarint(in, &slots) || slots > in->size()) return false;  // >= 2 bytes per slot
+  for (uint64_t i = 0; i < slots; ++i) {
+    uint64_t node = 0, count = 0;
+    if (!GetVarint(in, &node) || !GetVarint(in, &count)) return false;
+    counter->MergeSlot(node, count);
+  }
+  return true;
+}
+
+bool GetPayload(Algorithm algorithm, std::string_view* in, KeySnapshot* snapshot) {
+  uint64_t a = 0, b = 0;
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      if (!GetVarint(in, &a)) return false;
+      snapshot->counts.window_index = static_cast<int64_t>(a);
+      return GetCounter(in, &snapshot->counts.current) &&
+             GetCounter(in, &snapshot->counts.previous);
+    case Algorithm::kSlidingWindowLog: {
+      uint64_t stamps = 0;
+      if (!GetVarint(in, &stamps) || stamps > in->size()) return false;
+      for (uint64_t i = 0; i < stamps; ++i) {
+        if (!GetVarint(in, &a) || !GetVarint(in, &b)) return false;
+        snapshot->log_stamps.push_back(LogStamp{static_cast<int64_t>(a), b});
+      }
+      return true;
+    }
+    case Algorithm::kTokenBucket:
+      if (!GetVarint(in, &a) || !GetVarint(in, &b)) return false;
+      snapshot->bucket_level = a;
+      snapshot->bucket_refilled_at_ms = static_cast<int64_t>(b);
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string EncodeRecordKey(const KeySnapshot& snapshot) {
+  std::string key;
+  key.reserve(10 + snapshot.key.size());
+  key.push_back(kRecordPrefix);
+  key.push_back(static_cast<char>(snapshot.algorithm));
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    key.push_back(static_cast<char>(snapshot.window_ms >> shift));
+  }
+  key += snapshot.key;
+  return key;
+}
+
+std::string EncodeRecordValue(const KeySnapshot& snapshot) {
+  std::string value;
+  value.push_back(static_cast<char>(kRecordFormat));
+  PutFixed<int64_t>(ExpiresAtMs(snapshot), &value);
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      PutVarint(static_cast<uint64_t>(snapshot.counts.window_index), &value);
+      PutCounter(snapshot.counts.current, &value);
+      PutCounter(snapshot.counts.previous, &value);
+      break;
+    case Algorithm::kSlidingWindowLog:
+      PutVarint(snapshot.log_stamps.size(), &value);
+      for (const LogStamp& stamp : snapshot.log_stamps) {
+        PutVarint(static_cast<uint64_t>(stamp.at_ms), &value);
+        PutVarint(stamp.cost, &value);
+      }
+      break;
+    case Algorithm::kTokenBucket:
+      PutVarint(snapshot.bucket_level, &value);
+      PutVarint(static_cast<uint64_t>(snapshot.bucket_refilled_at_ms), &value);
+      break;
+  }
+  return value;
+}
+
+std::optional<int64_t> RecordExpiresAtMs(std::string_view value) {
+  if (value.size() < 1 + sizeof(int64_t) || static_cast<uint8_t>(value[0]) != kRecordFormat) {
+    return std::nullopt;
+  }
+  int64_t expires_at_ms = 0;
+  std::memcpy(&expires_at_ms, value.data() + 1, sizeof(expires_at_ms));
+  return expires_at_ms;
+}
+
+Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* snapshot) {
+  *snapshot = KeySnapshot();
+  if (key.size() < 11 || key[0] != kRecordPrefix) {
+    return Status::Corruption("not a record key");
+  }
+  const auto algorithm = static_cast<uint8_t>(key[1]);
+  if (algorithm >= kAlgorithmCount) {
+    return Status::Corruption("record of unknown algorithm " + std::to_string(algorithm));
+  }
+  snapshot->algorithm = static_cast<Algorithm>(algorithm);
+  for (int i = 2; i < 10; ++i) snapshot->window_ms = snapshot->window_ms << 8 | static_cast<uint8_t>(key[i]);
+  snapshot->key.assign(key.substr(10));
+  if (!RecordExpiresAtMs(value)) {
+    return Status::Corruption("record value of unknown format or too short");
+  }
+  std::string_view payload = value.substr(1 + sizeof(int64_t));
+  if (!GetPayload(snapshot->algorithm, &payload, snapshot) || !payload.empty()) {
+    return Status::Corruption("record value does not decode as its algorithm's state");
+  }
+  return Status::OK();
+}
+
+}  // namespace tally::storage

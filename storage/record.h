@@ -1,0 +1,44 @@
+// How a KeySnapshot is laid out in RocksDB.
+//
+// Key:   'k' | algorithm (1 byte) | window_ms (8 bytes, big-endian) | key bytes
+// Value: format (1 byte, kRecordFormat) | expires_at_ms (8 bytes, little-endian)
+//        | payload, integers as LEB128 varints:
+//   fixed window, sliding counter: window_index, then for the current and
+//     the previous window: slot count, then (node, count) per slot
+//   sliding log: stamp count, then (at_ms, cost) per stamp
+//   token bucket: level, refilled_at_ms
+// expires_at_ms comes first and at a fixed offset so that the compaction
+// filter reads it without decoding the rest.
+//
+// Keys starting with 'm' hold metadata (node id, format marker).
+//
+// Thread safety: stateless functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "node/key_snapshot.h"
+#include "node/status.h"
+
+namespace tally::storage {
+
+inline constexpr char kRecordPrefix = 'k';
+inline constexpr char kMetaPrefix = 'm';
+inline constexpr uint8_t kRecordFormat = 1;
+
+std::string EncodeRecordKey(const KeySnapshot& snapshot);
+std::string EncodeRecordValue(const KeySnapshot& snapshot);
+
+// Corruption, naming what is wrong, for anything that is not a record this
+// version wrote (wrong prefix, unknown format or algorithm, bad lengths,
+// trailing bytes).
+Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* snapshot);
+
+// The expiry stamped in a record value; nullopt when the value is too short
+// or of an unknown format.
+std::optional<int64_t> RecordExpiresAtMs(std::string_view value);
+
+}  // namespace tally::storage
