@@ -39,6 +39,7 @@ uint64_t RefillTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t elaps
 struct LogStamp {
   int64_t at_ms = 0;
   uint64_t cost = 0;
+  bool operator==(const LogStamp&) const = default;
 };
 Decision DecideSlidingLog(const LimitSpec& spec, std::span<const LogStamp> live_stamps,
                           uint64_t live_total, int64_t now_ms, uint64_t cost);

@@ -44,9 +44,9 @@ void Persister::Run() {
 }
 
 Status Persister::Flush() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
   std::vector<KeySnapshot> changes;
   limiter_->CollectChanges(&changes);
-  std::lock_guard<std::mutex> lock(mu_);
   if (!pending_.empty()) {  // a write failed before: retry it, newest state winning
     for (KeySnapshot& change : changes) {
       pending_[{change.algorithm, change.window_ms, change.key}] = std::move(change);
@@ -57,25 +57,25 @@ Status Persister::Flush() {
   }
   if (changes.empty()) return Status::OK();
   const Status status = store_->Write(changes);
+  if (!status.ok()) {
+    for (KeySnapshot& change : changes) {
+      pending_[{change.algorithm, change.window_ms, change.key}] = std::move(change);
+    }
+  }
+  std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  stats_.pending_keys = pending_.size();
   if (status.ok()) {
     ++stats_.flushes;
     stats_.keys_written += changes.size();
-    stats_.pending_keys = 0;
-    return status;
-  }
-  if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
+  } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
     spdlog::error("persisting {} keys failed ({} failures so far); serving from memory: {}",
-                  changes.size(), stats_.write_errors, status.ToString());
+                  pending_.size(), stats_.write_errors, status.ToString());
   }
-  for (KeySnapshot& change : changes) {
-    pending_[{change.algorithm, change.window_ms, change.key}] = std::move(change);
-  }
-  stats_.pending_keys = pending_.size();
   return status;
 }
 
 Persister::Stats Persister::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
 }
 

@@ -62,11 +62,13 @@ class Persister {
   storage::Store* const store_;
   const Clock* const clock_;
 
-  mutable std::mutex mu_;  // guards stop_, pending_, stats_; Flush runs under it
+  std::mutex mu_;  // guards stop_
   std::condition_variable wake_;
   bool stop_ = false;
+  std::mutex flush_mu_;  // one Flush at a time; guards pending_
   // Snapshots of a failed write, by (algorithm, window_ms, key): retried.
   std::map<std::tuple<Algorithm, uint64_t, std::string>, KeySnapshot> pending_;
+  mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread thread_;
 };

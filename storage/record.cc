@@ -1,6 +1,7 @@
 #include "storage/record.h"
 
 #include <cstring>
+#include <limits>
 
 namespace tally::storage {
 namespace {
@@ -78,22 +79,52 @@ bool GetPayload(Algorithm algorithm, std::string_view* in, KeySnapshot* snapshot
   return false;
 }
 
+// Times for which the expiry (window end, last stamp or refill + window_ms)
+// is representable. Wall times written by a node are far inside this range.
+bool TimesFit(const KeySnapshot& snapshot) {
+  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
+  const int64_t latest_ms = std::numeric_limits<int64_t>::max() - 2 * window_ms;
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return snapshot.counts.window_index >= 0 &&
+             snapshot.counts.window_index <= latest_ms / window_ms;
+    case Algorithm::kSlidingWindowLog:
+      for (const LogStamp& stamp : snapshot.log_stamps) {
+        if (stamp.at_ms < 0 || stamp.at_ms > latest_ms) return false;
+      }
+      return true;
+    case Algorithm::kTokenBucket:
+      return snapshot.bucket_refilled_at_ms >= 0 && snapshot.bucket_refilled_at_ms <= latest_ms;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string EncodeRecordKey(const KeySnapshot& snapshot) {
   std::string key;
-  key.reserve(10 + snapshot.key.size());
-  key.push_back(kRecordPrefix);
-  key.push_back(static_cast<char>(snapshot.algorithm));
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    key.push_back(static_cast<char>(snapshot.window_ms >> shift));
-  }
-  key += snapshot.key;
+  AppendRecordKey(snapshot, &key);
   return key;
 }
 
 std::string EncodeRecordValue(const KeySnapshot& snapshot) {
   std::string value;
+  AppendRecordValue(snapshot, &value);
+  return value;
+}
+
+void AppendRecordKey(const KeySnapshot& snapshot, std::string* key) {
+  key->push_back(kRecordPrefix);
+  key->push_back(static_cast<char>(snapshot.algorithm));
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    key->push_back(static_cast<char>(snapshot.window_ms >> shift));
+  }
+  *key += snapshot.key;
+}
+
+void AppendRecordValue(const KeySnapshot& snapshot, std::string* out) {
+  std::string& value = *out;
   value.push_back(static_cast<char>(kRecordFormat));
   PutFixed<int64_t>(ExpiresAtMs(snapshot), &value);
   switch (snapshot.algorithm) {
@@ -115,7 +146,6 @@ std::string EncodeRecordValue(const KeySnapshot& snapshot) {
       PutVarint(static_cast<uint64_t>(snapshot.bucket_refilled_at_ms), &value);
       break;
   }
-  return value;
 }
 
 std::optional<int64_t> RecordExpiresAtMs(std::string_view value) {
@@ -145,6 +175,11 @@ Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* s
   std::string_view payload = value.substr(1 + sizeof(int64_t));
   if (!GetPayload(snapshot->algorithm, &payload, snapshot) || !payload.empty()) {
     return Status::Corruption("record value does not decode as its algorithm's state");
+  }
+  if (!ValidateKey(snapshot->key).ok() ||
+      !ValidateSpec({snapshot->algorithm, 0, snapshot->window_ms}).ok() ||
+      !TimesFit(*snapshot) || ExpiresAtMs(*snapshot) != *RecordExpiresAtMs(value)) {
+    return Status::Corruption("record holds a key, window or time this version never writes");
   }
   return Status::OK();
 }

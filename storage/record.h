@@ -31,6 +31,9 @@ inline constexpr uint8_t kRecordFormat = 1;
 
 std::string EncodeRecordKey(const KeySnapshot& snapshot);
 std::string EncodeRecordValue(const KeySnapshot& snapshot);
+// The same, appended to *out (so that a caller can reuse one buffer).
+void AppendRecordKey(const KeySnapshot& snapshot, std::string* out);
+void AppendRecordValue(const KeySnapshot& snapshot, std::string* out);
 
 // Corruption, naming what is wrong, for anything that is not a record this
 // version wrote (wrong prefix, unknown format or algorithm, bad lengths,

@@ -1,12 +1,18 @@
 #include "storage/store.h"
 
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
+
+#include <sys/statvfs.h>
 #include <random>
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
+#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
 
 #include "storage/record.h"
 
@@ -35,6 +41,20 @@ class ExpiryFilter : public rocksdb::CompactionFilter {
   const Clock* clock_;
 };
 
+// RocksDB's own log goes to spdlog (warnings and errors only), not to a LOG
+// file in the data directory: that file would fail, and with it RocksDB's
+// error handling, exactly when the disk is full.
+class SpdlogLogger : public rocksdb::Logger {
+ public:
+  SpdlogLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    spdlog::warn("rocksdb: {}", line);
+  }
+};
+
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
   const std::string message = what + ": " + status.ToString();
@@ -49,18 +69,33 @@ Status FromRocks(const rocksdb::Status& status, const std::string& what) {
 
 Store::Store(const Options& options) : options_(options) {}
 
-Store::~Store() = default;
+Store::~Store() {
+  // Moves the memtable into sorted files, so that the next start reads them
+  // directly instead of replaying (and sorting) the write-ahead log.
+  if (db_) db_->Flush(rocksdb::FlushOptions());
+}
 
 Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   std::unique_ptr<Store> opened(new Store(options));
   opened->filter_ = std::make_unique<ExpiryFilter>(options.clock);
 
+  std::error_code ignored;
+  std::filesystem::create_directories(options.path, ignored);  // RocksDB creates only the last level
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
+  db_options.info_log = std::make_shared<SpdlogLogger>();
+  // A smaller memtable than the default 64 MiB: flushes are bulk anyway, and
+  // RocksDB resumes after a full disk once this much space is free again.
+  db_options.write_buffer_size = 16 << 20;
   db_options.compaction_filter = opened->filter_.get();
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 2;
   db_options.compression = rocksdb::kLZ4Compression;
+  // Writes are bulk batches from one thread and reads happen only at start:
+  // an unsorted vector memtable (sorted once, when flushed) inserts in O(1),
+  // where the default skip list spends most of a flush comparing keys.
+  db_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+  db_options.allow_concurrent_memtable_write = false;
   rocksdb::DB* db = nullptr;
   if (Status status = FromRocks(rocksdb::DB::Open(db_options, options.path, &db),
                                 "cannot open data directory " + options.path);
@@ -117,17 +152,41 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
 }
 
 Status Store::Write(std::span<const KeySnapshot> snapshots) {
+  struct statvfs disk {};
+  if (statvfs(options_.path.c_str(), &disk) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+    if (free_bytes < options_.min_free_bytes) {
+      return Status::IOError("disk nearly full: " + std::to_string(free_bytes) + " bytes free at " +
+                             options_.path + ", keeping at least " +
+                             std::to_string(options_.min_free_bytes) + "; not written");
+    }
+  }
   rocksdb::WriteBatch batch;
+  std::string key, value;  // reused: no allocation per record
   for (const KeySnapshot& snapshot : snapshots) {
-    batch.Put(EncodeRecordKey(snapshot), EncodeRecordValue(snapshot));
+    key.clear();
+    value.clear();
+    AppendRecordKey(snapshot, &key);
+    AppendRecordValue(snapshot, &value);
+    batch.Put(key, value);
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;
-  return FromRocks(db_->Write(write_options, &batch), "write to " + options_.path);
+  rocksdb::Status status = db_->Write(write_options, &batch);
+  if (!status.ok() && db_->Resume().ok()) {
+    status = db_->Write(write_options, &batch);  // the error had cleared (space freed)
+  }
+  return FromRocks(status, "write to " + options_.path);
 }
 
 Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats) {
   *stats = LoadStats();
+  // Move what the write-ahead log replayed into sorted files first: iterating
+  // the vector memtable would sort it on every iterator step's behalf.
+  if (Status status = FromRocks(db_->Flush(rocksdb::FlushOptions()), "flushing " + options_.path);
+      !status.ok()) {
+    return status;
+  }
   const int64_t now_ms = options_.clock->WallMs();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   KeySnapshot snapshot;

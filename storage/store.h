@@ -39,9 +39,14 @@ class Store {
     std::string path;
     bool sync = false;
     const Clock* clock = SystemClock::Default();  // for the expiry of records; must outlive the Store
+    // Write refuses (IOError) while the disk has less than this free, before
+    // RocksDB runs out of space: RocksDB stops all writes after an out-of-
+    // space error until its own recovery, which polls every few seconds.
+    uint64_t min_free_bytes = 32ull << 20;
   };
 
   static Status Open(const Options& options, std::unique_ptr<Store>* store);
+  // Flushes RocksDB's memtable, which makes the next Open fast.
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -51,7 +56,7 @@ class Store {
   // a directory is never silently taken over by another identity.
   Status LoadNodeId(NodeId wanted, NodeId* node_id);
 
-  // Writes the snapshots in one batch.
+  // Writes the snapshots in one batch (nothing when the disk is nearly full).
   Status Write(std::span<const KeySnapshot> snapshots);
 
   struct LoadStats {

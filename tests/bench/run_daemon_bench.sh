@@ -21,73 +21,35 @@ connections=${CONNECTIONS:-50}
 keys=${KEYS:-100000}
 build_dir=${BUILD_DIR:-build}
 
-bash .ci/install-deps
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j2 --target tallyd tally-loadgen
-
-work_dir=$(mktemp -d)
-tallyd_pid=""
-redis_pid=""
-cleanup() {
-  for pid in $tallyd_pid $redis_pid; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Servers on CPU 0, the load generator on CPU 1 (unpinned on one CPU).
-server_cpu=(taskset -c 0)
-client_cpu=(taskset -c 1)
-if [ "$(nproc)" -lt 2 ]; then
-  echo "warning: fewer than 2 CPUs: servers and load generator share the CPU" >&2
-  server_cpu=()
-  client_cpu=()
-fi
-
-# A loopback port nobody listens on right now.
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return
-    fi
-  done
-}
+# shellcheck source-path=SCRIPTDIR/../..
+source tests/bench/bench_lib.sh
+bench_build "$build_dir" tallyd tally-loadgen
+bench_init
 
 # Redis; a new port if another process took the probed one meanwhile.
 for attempt in 1 2 3 4 5; do
   redis_port=$(free_port)
-  "${server_cpu[@]}" redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
-    >"$work_dir/redis.log" 2>&1 &
-  redis_pid=$!
+  bench_spawn "$work_dir/redis.log" "${server_cpu[@]}" redis-server --bind 127.0.0.1 \
+    --port "$redis_port" --save '' --appendonly no
+  redis_pid=$bench_pid
   for _ in $(seq 50); do
     redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
     sleep 0.1
   done
   redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-  kill "$redis_pid" 2>/dev/null || true
-  wait "$redis_pid" 2>/dev/null || true
-  redis_pid=""
+  bench_stop "$redis_pid"
   [ "$attempt" -lt 5 ] || { cat "$work_dir/redis.log" >&2; echo "redis-server did not start" >&2; exit 1; }
 done
 
-"${server_cpu[@]}" "$build_dir/node/tallyd" --address 127.0.0.1 --port 0 \
-  --port-file "$work_dir/tallyd.port" --threads 1 >"$work_dir/tallyd.log" 2>&1 &
-tallyd_pid=$!
-for _ in $(seq 50); do
-  [ -s "$work_dir/tallyd.port" ] || ! kill -0 "$tallyd_pid" 2>/dev/null && break
-  sleep 0.1
-done
-[ -s "$work_dir/tallyd.port" ] || { cat "$work_dir/tallyd.log" >&2; echo "tallyd did not start" >&2; exit 1; }
-tallyd_port=$(cat "$work_dir/tallyd.port")
+# Memory only, like the Redis baseline (persistence off); run_persistence_bench.sh
+# measures what persistence costs.
+bench_start_tallyd "$work_dir/tallyd.log" "$work_dir/tallyd.port" 5 --threads 1 --memory-only
 
 echo "redis-server $(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/') on 127.0.0.1:$redis_port," \
   "tallyd on 127.0.0.1:$tallyd_port; $connections connections, $keys uniform keys, ${duration_ms} ms each"
 
 labels=()
+label_files=()  # their loadgen results
 header=()  # the table header comes with the first run only
 # run LABEL TARGET DEPTH BATCH
 run() {
@@ -104,6 +66,7 @@ run() {
     --json "$work_dir/$label.json"
   header=(--no-header)
   labels+=("$label")
+  label_files+=("$work_dir/$label.json")
 }
 
 run tally-d1 tally 1 1
@@ -115,7 +78,7 @@ run redis-incr-d16 redis-incr 16 1
 run tally-b100 tally 1 100
 
 # A number field of a result, from the loadgen's one-line JSON object.
-field() { sed -E "s/.*\"$2\": ([^,}]*).*/\1/" "$work_dir/$1.json"; }
+field() { bench_json_field "$work_dir/$1.json" "$2"; }
 
 echo
 echo "== summary"
@@ -129,8 +92,7 @@ echo
 echo "== tally decisions/s over Redis decisions/s"
 printf "%-32s %16s %16s\n" comparison tally/redis-lua tally/redis-incr
 # ratio TALLY REDIS
-ratio() { awk -v a="$(field "$1" decisions_per_s)" -v b="$(field "$2" decisions_per_s)" \
-  'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+ratio() { bench_ratio "$(field "$1" decisions_per_s)" "$(field "$2" decisions_per_s)"; }
 compare() {
   printf "%-32s %16s %16s\n" "$1" "$(ratio "$2" "redis-lua-$3")" "$(ratio "$2" "redis-incr-$3")"
 }
@@ -140,14 +102,6 @@ compare "tally batch 100 vs Redis d1" tally-b100 d1
 compare "tally batch 100 vs Redis d16" tally-b100 d16
 
 out="$build_dir/daemon_bench.json"
-{
-  echo "["
-  for i in "${!labels[@]}"; do
-    separator=","
-    [ "$i" -eq $((${#labels[@]} - 1)) ] && separator=""
-    echo "  $(cat "$work_dir/${labels[$i]}.json")$separator"
-  done
-  echo "]"
-} >"$out"
+bench_json_array "$out" "${label_files[@]}"
 echo
 echo "results: $out"
