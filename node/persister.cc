@@ -12,7 +12,20 @@ Persister::Persister(const Options& options, Limiter* limiter, storage::Store* s
 
 Persister::~Persister() { Stop(); }
 
-void Persister::Start() { thread_ = std::thread([this] { Run(); }); }
+void Persister::Start() {
+  flush_thread_ = std::thread([this] {
+    Every(options_.flush_interval_ms, [this] { Flush(); });
+  });
+  if (options_.compaction_interval_ms > 0) {  // its own thread: a long compaction delays no flush
+    compaction_thread_ = std::thread([this] {
+      Every(options_.compaction_interval_ms, [this] {
+        if (Status status = store_->CompactExpired(); !status.ok()) {
+          spdlog::warn("compaction failed: {}", status.ToString());
+        }
+      });
+    });
+  }
+}
 
 Status Persister::Stop() {
   {
@@ -20,25 +33,17 @@ Status Persister::Stop() {
     stop_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread* thread : {&flush_thread_, &compaction_thread_}) {
+    if (thread->joinable()) thread->join();
+  }
   return Flush();
 }
 
-void Persister::Run() {
-  int64_t last_compaction_ms = clock_->MonotonicMs();
+void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(options_.flush_interval_ms));
-    if (stop_) break;
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; })) {
     lock.unlock();
-    Flush();
-    if (options_.compaction_interval_ms > 0 &&
-        clock_->MonotonicMs() - last_compaction_ms >= options_.compaction_interval_ms) {
-      last_compaction_ms = clock_->MonotonicMs();
-      if (Status status = store_->CompactExpired(); !status.ok()) {
-        spdlog::warn("compaction failed: {}", status.ToString());
-      }
-    }
+    work();
     lock.lock();
   }
 }

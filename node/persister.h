@@ -4,19 +4,21 @@
 // changed (Limiter::CollectChanges) and writes them in one batch. A failed
 // write (disk full, I/O error) is logged and kept: the next flush writes it
 // again with whatever changed since, and the node keeps serving from memory
-// meanwhile (degraded: a crash then loses everything not yet written). Every
-// compaction_interval_ms the store is compacted, which drops expired records.
+// meanwhile (degraded: a crash then loses everything not yet written). A
+// second thread compacts the store every compaction_interval_ms, which drops
+// expired records without delaying a flush.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
 // flush in progress) on this node. Stop() flushes once more, so a clean
 // shutdown loses nothing.
 //
-// Thread safety: Start and Stop from one thread; stats() from any thread.
+// Thread safety: Start and Stop from one thread; Flush and stats() from any.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -32,7 +34,7 @@ namespace tally {
 class Persister {
  public:
   struct Options {
-    int64_t flush_interval_ms = 50;
+    int64_t flush_interval_ms = 1'000;
     int64_t compaction_interval_ms = 600'000;  // 0: never
   };
   struct Stats {
@@ -55,14 +57,15 @@ class Persister {
   Stats stats() const;
 
  private:
-  void Run();
+  // Runs work every interval_ms on the calling thread until Stop.
+  void Every(int64_t interval_ms, const std::function<void()>& work);
 
   const Options options_;
   Limiter* const limiter_;
   storage::Store* const store_;
   const Clock* const clock_;
 
-  std::mutex mu_;  // guards stop_
+  std::mutex mu_;  // guards stop_; the threads wait on wake_ with it
   std::condition_variable wake_;
   bool stop_ = false;
   std::mutex flush_mu_;  // one Flush at a time; guards pending_
@@ -70,7 +73,8 @@ class Persister {
   std::map<std::tuple<Algorithm, uint64_t, std::string>, KeySnapshot> pending_;
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
-  std::thread thread_;
+  std::thread flush_thread_;
+  std::thread compaction_thread_;
 };
 
 }  // namespace tally
