@@ -249,7 +249,7 @@ TEST_CASE("persistence: restart after a clean shutdown restores every key exactl
     before = PeekRemaining(*node.client, limits);
     CHECK(CountWrong(before, expected) == 0);
     CHECK(node.Stop(SIGTERM) == 0);
-    CHECK(Contains(node.process->Log(), "final flush done"));
+    CHECK(Contains(node.process->Log(), "final flush and compaction done"));
   }
   Node node(args);
   const StatsReply stats = node.Stats();

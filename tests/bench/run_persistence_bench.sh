@@ -160,7 +160,7 @@ du_bytes=$(du -sb "$data_dir" | cut -f1)
 stop_start_us=$(bench_now_us)
 stop_tallyd
 stop_end_us=$(bench_now_us)
-grep -q "final flush done" "$work_dir/load.log" ||
+grep -q "final flush and compaction done" "$work_dir/load.log" ||
   { cat "$work_dir/load.log" >&2; echo "no final flush at SIGTERM" >&2; exit 1; }
 du_bytes_stopped=$(du -sb "$data_dir" | cut -f1)
 
