@@ -9,12 +9,14 @@
 
 #include "node/limiter.h"
 #include "tests/tallyd_process.h"
+#include "tests/must_check.h"
 
 namespace tally {
 namespace {
 
 using protocol::Check;
 using protocol::CheckOutcome;
+using testing::MustCheck;
 using testing::TallydProcess;
 
 std::unique_ptr<TallydProcess> StartTallyd(const std::vector<std::string>& args = {}) {
@@ -29,14 +31,6 @@ std::unique_ptr<Client> ConnectTo(const TallydProcess& process) {
   const Status status = process.Connect(&client);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   return client;
-}
-
-Decision MustCheck(Client& client, const Check& check) {
-  CheckOutcome outcome;
-  const Status status = client.Check(check, &outcome);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  REQUIRE_MESSAGE(outcome.error == protocol::ErrorCode::kOk, outcome.error_message);
-  return outcome.decision;
 }
 
 // The daemon decides exactly as the engine does (windows long enough that the

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "tests/tallyd_process.h"
+#include "tests/temp_dir.h"
+#include "tests/must_check.h"
 
 namespace tally {
 namespace {
@@ -30,7 +32,9 @@ namespace fs = std::filesystem;
 using protocol::Check;
 using protocol::CheckOutcome;
 using protocol::StatsReply;
+using testing::MustCheck;
 using testing::TallydProcess;
+using testing::TempDir;
 
 // Counting windows are aligned to the wall clock: with the longest window a
 // boundary (which would change sliding-counter and fixed-window answers) falls
@@ -58,27 +62,6 @@ bool PollUntil(Predicate done, int timeout_ms = 5'000) {
   }
   return true;
 }
-
-// A temporary directory removed with its contents at the end of the test; data
-// directories live here so that they outlive the processes using them.
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/tally-persistence-XXXXXX";
-    REQUIRE(mkdtemp(path) != nullptr);
-    path_ = path;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string Path(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // A tmpfs mounted on `directory` (created) until destruction. Declare it
 // before the processes that use it so that they are killed before the unmount.
@@ -140,14 +123,6 @@ int RunRefusedTallyd(const std::vector<std::string>& args, std::string* log) {
                                    "--address", "127.0.0.1", "--port", "0", "--threads", "2"};
   argv.insert(argv.end(), args.begin(), args.end());
   return testing::RunCommand(argv, log, 5'000);
-}
-
-Decision MustCheck(Client& client, const Check& check) {
-  CheckOutcome outcome;
-  const Status status = client.Check(check, &outcome);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  REQUIRE_MESSAGE(outcome.error == protocol::ErrorCode::kOk, outcome.error_message);
-  return outcome.decision;
 }
 
 // One limit: a key under a spec.

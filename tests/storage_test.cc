@@ -27,36 +27,18 @@
 #include "node/persister.h"
 #include "storage/record.h"
 #include "storage/store.h"
+#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {
 
 namespace fs = std::filesystem;
 using storage::Store;
+using testing::TempDir;
 
 constexpr int64_t kStartMs = 1'700'000'040'000;  // a whole minute
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
-
-// A fresh directory under /tmp, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/tally-storage-test-XXXXXX";
-    REQUIRE_MESSAGE(mkdtemp(pattern.data()) != nullptr, "mkdtemp: " << std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 bool Run(const std::string& command) {
   const int rc = std::system(command.c_str());
@@ -321,29 +303,29 @@ TEST_CASE("storage: DecodeRecord survives random bytes") {
 TEST_CASE("storage: Open creates, and refuses what it must not take") {
   ManualClock clock(kStartMs);
   TempDir dir;
-  std::unique_ptr<Store> first = OpenStore(dir.Sub("fresh"), &clock);
-  CHECK(fs::is_directory(dir.Sub("fresh")));
+  std::unique_ptr<Store> first = OpenStore(dir.Path("fresh"), &clock);
+  CHECK(fs::is_directory(dir.Path("fresh")));
 
   std::unique_ptr<Store> second;
-  Status status = Store::Open(Store::Options{dir.Sub("fresh"), false, &clock}, &second);
+  Status status = Store::Open(Store::Options{dir.Path("fresh"), false, &clock}, &second);
   CHECK(status.code() == Status::Code::kUnavailable);
   CHECK(status.message().find("another tallyd") != std::string_view::npos);
   CHECK(second == nullptr);
 
-  std::ofstream(dir.Sub("file")) << "not a directory";
-  status = Store::Open(Store::Options{dir.Sub("file/data"), false, &clock}, &second);
+  std::ofstream(dir.Path("file")) << "not a directory";
+  status = Store::Open(Store::Options{dir.Path("file/data"), false, &clock}, &second);
   CHECK_FALSE(status.ok());
-  CHECK(status.message().find(dir.Sub("file/data")) != std::string_view::npos);
+  CHECK(status.message().find(dir.Path("file/data")) != std::string_view::npos);
   CHECK(second == nullptr);
 
-  RawPut(dir.Sub("foreign"), {{"hello", "world"}});
-  status = Store::Open(Store::Options{dir.Sub("foreign"), false, &clock}, &second);
+  RawPut(dir.Path("foreign"), {{"hello", "world"}});
+  status = Store::Open(Store::Options{dir.Path("foreign"), false, &clock}, &second);
   CHECK(status.code() == Status::Code::kCorruption);
   CHECK(status.message().find("not tally's") != std::string_view::npos);
 
   first.reset();  // a tally database whose format marker this version does not know
-  RawPut(dir.Sub("fresh"), {{std::string(1, storage::kMetaPrefix) + "format", "tally-99"}});
-  status = Store::Open(Store::Options{dir.Sub("fresh"), false, &clock}, &second);
+  RawPut(dir.Path("fresh"), {{std::string(1, storage::kMetaPrefix) + "format", "tally-99"}});
+  status = Store::Open(Store::Options{dir.Path("fresh"), false, &clock}, &second);
   CHECK(status.code() == Status::Code::kCorruption);
   CHECK(second == nullptr);
 }
@@ -353,9 +335,9 @@ TEST_CASE("storage: LoadNodeId records one identity per directory") {
   ManualClock clock(kStartMs);
   TempDir dir;
   NodeId id = 0;
-  REQUIRE(OpenStore(dir.Sub("data"), &clock)->LoadNodeId(0, &id).ok());
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->LoadNodeId(0, &id).ok());
   CHECK(id != 0);
-  std::unique_ptr<Store> store = OpenStore(dir.Sub("data"), &clock);
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   NodeId again = 0;
   REQUIRE(store->LoadNodeId(0, &again).ok());
   CHECK(again == id);
@@ -365,9 +347,9 @@ TEST_CASE("storage: LoadNodeId records one identity per directory") {
   CHECK(again == id);
 
   NodeId chosen = 0;
-  REQUIRE(OpenStore(dir.Sub("other"), &clock)->LoadNodeId(42, &chosen).ok());
+  REQUIRE(OpenStore(dir.Path("other"), &clock)->LoadNodeId(42, &chosen).ok());
   CHECK(chosen == 42);
-  CHECK(OpenStore(dir.Sub("other"), &clock)->LoadNodeId(0, &chosen).ok());
+  CHECK(OpenStore(dir.Path("other"), &clock)->LoadNodeId(0, &chosen).ok());
   CHECK(chosen == 42);
 }
 
@@ -376,8 +358,8 @@ TEST_CASE("storage: Load returns what Write wrote and skips expired records") {
   ManualClock clock(kStartMs);
   TempDir dir;
   const std::vector<KeySnapshot> written = Samples(kStartMs);
-  REQUIRE(OpenStore(dir.Sub("data"), &clock)->Write(written).ok());
-  std::unique_ptr<Store> store = OpenStore(dir.Sub("data"), &clock);
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   Store::LoadStats stats;
   CheckSame(LoadAll(*store, &stats), written);
   CHECK(stats.records == written.size());
@@ -401,15 +383,15 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   ManualClock clock(kStartMs);
   TempDir dir;
   const std::vector<KeySnapshot> written = Samples(kStartMs);
-  REQUIRE(OpenStore(dir.Sub("data"), &clock)->Write(written).ok());
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());
   const KeySnapshot unknown_algorithm = Bucket("x", 1'000, 1, kStartMs);
   std::string bad_key = storage::EncodeRecordKey(unknown_algorithm);
   bad_key[1] = 9;
-  RawPut(dir.Sub("data"),
+  RawPut(dir.Path("data"),
          {{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
           {bad_key, storage::EncodeRecordValue(unknown_algorithm)}});
   Store::LoadStats stats;
-  CheckSame(LoadAll(*OpenStore(dir.Sub("data"), &clock), &stats), written);
+  CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), written);
   CHECK(stats.records == written.size() + 2);
   CHECK(stats.corrupt == 2);
   CHECK(stats.restored == written.size());
@@ -419,7 +401,7 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
 TEST_CASE("storage: CompactExpired drops expired records") {
   ManualClock clock(kStartMs);
   TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.Sub("data"), &clock);
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   std::vector<KeySnapshot> batch;
   for (int i = 0; i < 20'000; ++i) {
     batch.push_back(Counting("short-lived key " + std::to_string(i), Algorithm::kFixedWindow,
@@ -452,7 +434,7 @@ auto Tied(const Persister::Stats& s) {
 TEST_CASE("storage: persisted state restores into identical decisions") {
   ManualClock clock(kStartMs);
   TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.Sub("data"), &clock);
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   NodeId id = 0;
   REQUIRE(store->LoadNodeId(0, &id).ok());
   Limiter original(Limiter::Options{id, 1'000, &clock, /*track_changes=*/true});
@@ -477,7 +459,7 @@ TEST_CASE("storage: persisted state restores into identical decisions") {
     CHECK(Tied(persister.stats()) == Tied(stats));
   }
   store.reset();  // RocksDB's LOCK: close before reopening
-  store = OpenStore(dir.Sub("data"), &clock);
+  store = OpenStore(dir.Path("data"), &clock);
   Limiter restored(Limiter::Options{id, 1'000, &clock});
   Store::LoadStats load;
   REQUIRE(store->Load([&](const KeySnapshot& s) { return restored.Restore(s); }, &load).ok());
@@ -538,17 +520,17 @@ TEST_CASE(kFullDiskTest) {
   // test re-executed) so that a crash in it fails this test and the tmpfs is always unmounted.
   if (const char* child_dir = std::getenv(kFullDiskEnv)) return FullDiskScenario(child_dir);
   TempDir dir;
-  TmpfsMount mount(dir.Sub("mnt"), "1m");
+  TmpfsMount mount(dir.Path("mnt"), "1m");
   if (!mount.mounted()) {
     MESSAGE("skipped: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
     return;
   }
-  const int status = std::system((std::string(kFullDiskEnv) + "='" + dir.Sub("mnt") + "' '" +
+  const int status = std::system((std::string(kFullDiskEnv) + "='" + dir.Path("mnt") + "' '" +
                                   fs::read_symlink("/proc/self/exe").string() + "' --test-case='" +
                                   kFullDiskTest + "'").c_str());
   CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0),
                 "the child run failed or crashed (wait status " << status << "): see its output");
-  CHECK(fs::exists(dir.Sub("mnt/data/CURRENT")));  // the child did run the scenario
+  CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
 }
 
 }  // namespace
