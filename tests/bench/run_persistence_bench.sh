@@ -86,6 +86,10 @@ loadgen() {
   header=(--no-header)
 }
 
+# cpu_ms PID: the CPU time (user + system, all threads) the process has used.
+ticks_per_s=$(getconf CLK_TCK)
+cpu_ms() { awk -v hz="$ticks_per_s" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
+
 # throughput LABEL MODE DEPTH BATCH: one run on a fresh tallyd, MODE off
 # (--memory-only) or on (persistence in a new data directory).
 throughput() {
@@ -94,7 +98,10 @@ throughput() {
   bench_start_tallyd "$work_dir/$label.log" "$work_dir/$label.port" 10 --threads 1 "${store[@]}"
   stats "$label.before"
   start_us=$(bench_now_us)  # the counters' interval: from this reply to the next
+  local cpu_before_ms cpu_after_ms
+  cpu_before_ms=$(cpu_ms "$tallyd_pid")
   loadgen "$label" --depth "$depth" --batch "$batch" --keys "$keys" --duration-ms "$duration_ms"
+  cpu_after_ms=$(cpu_ms "$tallyd_pid")
   stats "$label.after"
   end_us=$(bench_now_us)
   stop_tallyd
@@ -104,9 +111,13 @@ throughput() {
   written=$(($(stat_of "$label.after" storage_keys_written) - $(stat_of "$label.before" storage_keys_written)))
   flushes=$(($(stat_of "$label.after" storage_flushes) - $(stat_of "$label.before" storage_flushes)))
   errors=$(($(stat_of "$label.after" storage_write_errors) - $(stat_of "$label.before" storage_write_errors)))
-  printf '{"scenario": "throughput", "label": "%s", "persistence": %s, "depth": %s, "batch": %s, "decisions_per_s": %s, "p50_us": %s, "p99_us": %s, "stats_interval_s": %s, "storage_keys_written": %s, "storage_flushes": %s, "storage_write_errors": %s, "keys_written_per_s": %s, "flushes_per_s": %s, "loadgen": %s}\n' \
+  # CPU per decision does not depend on how much of the core the machine lent us.
+  local cpu_ns_per_decision
+  cpu_ns_per_decision=$(calc "c * 1e6 / d" c=$((cpu_after_ms - cpu_before_ms)) \
+    d="$(bench_json_field "$work_dir/$label.json" decisions)")
+  printf '{"scenario": "throughput", "label": "%s", "persistence": %s, "depth": %s, "batch": %s, "decisions_per_s": %s, "cpu_ns_per_decision": %s, "p50_us": %s, "p99_us": %s, "stats_interval_s": %s, "storage_keys_written": %s, "storage_flushes": %s, "storage_write_errors": %s, "keys_written_per_s": %s, "flushes_per_s": %s, "loadgen": %s}\n' \
     "$label" "$([ "$mode" = on ] && echo true || echo false)" "$depth" "$batch" \
-    "$(bench_json_field "$work_dir/$label.json" decisions_per_s)" \
+    "$(bench_json_field "$work_dir/$label.json" decisions_per_s)" "$cpu_ns_per_decision" \
     "$(bench_json_field "$work_dir/$label.json" p50_us)" \
     "$(bench_json_field "$work_dir/$label.json" p99_us)" "$seconds" \
     "$written" "$flushes" "$errors" "$(calc "w / t" w="$written" t="$seconds")" \
@@ -205,6 +216,16 @@ for scenario in "${scenarios[@]}"; do
   printf '{"scenario": "ratio", "comparison": "%s", "memory_only_decisions_per_s": %s, "persistence_decisions_per_s": %s, "on_over_off": %s, "goal": %s}\n' \
     "$title" "$off" "$on" "$ratio" "$ratio_goal" >"$work_dir/ratio-$name.result"
   results+=("$work_dir/ratio-$name.result")
+done
+
+echo
+echo "== tallyd CPU time per decision (all threads; robust to how much CPU the machine lends)"
+printf "%-12s %12s %12s %10s\n" scenario off_ns on_ns off/on
+for scenario in "${scenarios[@]}"; do
+  IFS=: read -r title name _ _ <<<"$scenario"
+  off=$(result "tally-$name-off" cpu_ns_per_decision)
+  on=$(result "tally-$name-on" cpu_ns_per_decision)
+  printf "%-12s %12s %12s %10s\n" "$title" "$off" "$on" "$(bench_ratio "$off" "$on")"
 done
 
 echo
