@@ -31,8 +31,6 @@ class CompactKey {
     return tag() == kHeapTag ? std::string_view(heap_data(), heap_size())
                              : std::string_view(bytes_, tag());
   }
-  // Bytes held outside the object itself.
-  size_t heap_bytes() const { return tag() == kHeapTag ? heap_size() : 0; }
 
  private:
   // bytes_[0..22] hold an inline key; bytes_[23] is the tag. A heap key keeps

@@ -1,5 +1,7 @@
 #include "node/key_state.h"
 
+#include "node/key_snapshot.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -70,11 +72,14 @@ void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
   }
 }
 
+int64_t WindowsKept(Algorithm algorithm) {
+  return algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
+}
+
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
                int64_t now_ms) {
   const int64_t now_window = now_ms / static_cast<int64_t>(window_ms);
-  const int64_t windows_kept = algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
-  return entry.window_index <= now_window - windows_kept;
+  return entry.window_index <= now_window - WindowsKept(algorithm);
 }
 
 void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms) {
@@ -113,6 +118,19 @@ bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_m
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
   return now_ms - entry.refilled_at_ms >= static_cast<int64_t>(window_ms);
+}
+
+int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
+  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return (snapshot.counts.window_index + WindowsKept(snapshot.algorithm)) * window_ms;
+    case Algorithm::kSlidingWindowLog:
+      return snapshot.log_stamps.empty() ? 0 : snapshot.log_stamps.back().at_ms + window_ms;
+    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
+  }
+  return 0;
 }
 
 }  // namespace tally

@@ -91,6 +91,16 @@ void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec
   FindClass(classes, spec.algorithm, spec.window_ms)->changed.push_back(entry);
 }
 
+template <typename F>
+void Shard::WithClasses(Algorithm algorithm, F&& f) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: return f(counters);
+    case Algorithm::kSlidingWindowLog: return f(logs);
+    case Algorithm::kTokenBucket: return f(buckets);
+  }
+}
+
 Status Shard::Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                     uint64_t cost, int64_t now_ms, Decision* decision) {
   switch (spec.algorithm) {
@@ -178,32 +188,20 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
 }
 
 void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec) {
-  const auto prefetch = [&](auto& classes) {
+  WithClasses(spec.algorithm, [&](auto& classes) {
     if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
       limit_class->table->PrefetchIndex(key, hash);
     }
-  };
-  switch (spec.algorithm) {
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter: return prefetch(counters);
-    case Algorithm::kSlidingWindowLog: return prefetch(logs);
-    case Algorithm::kTokenBucket: return prefetch(buckets);
-  }
+  });
 }
 
 void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
-  const auto prefetch = [&](auto& classes) {
+  WithClasses(spec.algorithm, [&](auto& classes) {
     if (const auto* entry = FindEntry(classes, spec, key, hash)) {
       __builtin_prefetch(entry);
       __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
     }
-  };
-  switch (spec.algorithm) {
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter: return prefetch(counters);
-    case Algorithm::kSlidingWindowLog: return prefetch(logs);
-    case Algorithm::kTokenBucket: return prefetch(buckets);
-  }
+  });
 }
 
 bool Shard::ReadCounts(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
@@ -226,8 +224,7 @@ Status Shard::MergeCounts(KeyBudget& budget, std::string_view key, size_t hash,
   }
   CounterEntry* entry = FindEntry(counters, spec, key, hash);
   if (!entry) {
-    const int64_t windows_kept = spec.algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
-    const bool holds_live_counts = counts.window_index > now_window - windows_kept &&
+    const bool holds_live_counts = counts.window_index > now_window - WindowsKept(spec.algorithm) &&
                                    !(counts.current.empty() && counts.previous.empty());
     if (!holds_live_counts) return Status::OK();
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
@@ -299,18 +296,6 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
     }
   }
   return Status::InvalidArgument("unknown algorithm");
-}
-
-int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
-  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
-  switch (snapshot.algorithm) {
-    case Algorithm::kFixedWindow: return (snapshot.counts.window_index + 1) * window_ms;
-    case Algorithm::kSlidingWindowCounter: return (snapshot.counts.window_index + 2) * window_ms;
-    case Algorithm::kSlidingWindowLog:
-      return snapshot.log_stamps.empty() ? 0 : snapshot.log_stamps.back().at_ms + window_ms;
-    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
-  }
-  return 0;
 }
 
 }  // namespace tally

@@ -92,6 +92,9 @@ struct alignas(64) Shard {
                  int64_t now_ms);
 
  private:
+  // Calls f with the class list that holds `algorithm`'s keys.
+  template <typename F>
+  void WithClasses(Algorithm algorithm, F&& f);
   template <typename Entry>
   Status Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                 std::string_view key, int64_t now_ms, Entry** entry);
