@@ -20,7 +20,7 @@ void CompactKey::Assign(std::string_view key) {
   Clear();
   if (key.size() <= kInlineCapacity) {
     std::memcpy(bytes_, key.data(), key.size());
-    set_tag(static_cast<uint8_t>(key.size()));
+    set_size_tag(static_cast<uint8_t>(key.size()));
     return;
   }
   char* data = new char[key.size()];
@@ -28,12 +28,12 @@ void CompactKey::Assign(std::string_view key) {
   const auto size = static_cast<uint32_t>(key.size());
   std::memcpy(bytes_, &data, sizeof(data));
   std::memcpy(bytes_ + sizeof(data), &size, sizeof(size));
-  set_tag(kHeapTag);
+  set_size_tag(kHeapTag);
 }
 
 void CompactKey::Clear() {
-  if (tag() == kHeapTag) delete[] heap_data();
-  set_tag(0);
+  if (size_tag() == kHeapTag) delete[] heap_data();
+  set_size_tag(0);
 }
 
 }  // namespace tally
