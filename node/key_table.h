@@ -86,6 +86,15 @@ class KeyTable {
     return erased;
   }
 
+  // Calls f(entry) for every live entry.
+  template <typename F>
+  void ForEach(const F& f) {
+    for (uint32_t handle = 0; handle < next_unused_; ++handle) {
+      Entry& entry = At(handle);
+      if (!entry.key.empty()) f(entry);
+    }
+  }
+
   template <typename IsExpired>
   size_t SweepAll(const IsExpired& is_expired) {
     sweep_cursor_ = 0;

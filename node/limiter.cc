@@ -146,6 +146,14 @@ void Limiter::CollectChanges(std::vector<KeySnapshot>* out) {
   }
 }
 
+void Limiter::CollectAll(std::vector<KeySnapshot>* out) {
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.CollectAll(options_.node_id, shard.Now(options_.clock->WallMs()), out);
+  }
+}
+
 Status Limiter::Restore(const KeySnapshot& snapshot) {
   if (Status status = ValidateKey(snapshot.key); !status.ok()) return status;
   if (Status status = ValidateSpec({snapshot.algorithm, 0, snapshot.window_ms}); !status.ok()) {

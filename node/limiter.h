@@ -99,6 +99,9 @@ class Limiter {
   // (so restoring never lowers a count), the log and the bucket are replaced;
   // an expired snapshot is ignored. Restore does not count as a change.
   void CollectChanges(std::vector<KeySnapshot>* out);
+  // Appends a snapshot of every key whose state has not expired, for a
+  // checkpoint; afterwards no key counts as changed.
+  void CollectAll(std::vector<KeySnapshot>* out);
   Status Restore(const KeySnapshot& snapshot);
 
   size_t key_count() const { return budget_.count(); }

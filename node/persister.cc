@@ -1,5 +1,7 @@
 #include "node/persister.h"
 
+#include <pthread.h>
+
 #include <spdlog/spdlog.h>
 
 #include <vector>
@@ -14,14 +16,16 @@ Persister::~Persister() { Stop(); }
 
 void Persister::Start() {
   flush_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tally-flush");
     Every(options_.flush_interval_ms, [this] { Flush(); });
   });
   if (options_.compaction_interval_ms > 0) {  // its own thread: a long compaction delays no flush
     compaction_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "tally-compact");
       Every(options_.compaction_interval_ms, [this] {
-        if (Status status = store_->CompactExpired(); !status.ok()) {
-          spdlog::warn("compaction failed: {}", status.ToString());
-        }
+        Status status = Checkpoint();
+        if (status.ok()) status = store_->Compact();
+        if (!status.ok()) spdlog::warn("checkpoint and compaction failed: {}", status.ToString());
       });
     });
   }
@@ -30,13 +34,14 @@ void Persister::Start() {
 Status Persister::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    if (stopped_) return Status::OK();
+    stop_ = stopped_ = true;
   }
   wake_.notify_all();
   for (std::thread* thread : {&flush_thread_, &compaction_thread_}) {
     if (thread->joinable()) thread->join();
   }
-  return Flush();
+  return Checkpoint();
 }
 
 void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
@@ -50,7 +55,9 @@ void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
 
 Status Persister::Flush() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
-  std::vector<KeySnapshot> changes;
+  if (store_->CheckpointDue()) return CheckpointLocked();
+  std::vector<KeySnapshot>& changes = collected_;
+  changes.clear();
   limiter_->CollectChanges(&changes);
   if (!pending_.empty()) {  // a write failed before: retry it, newest state winning
     for (KeySnapshot& change : changes) {
@@ -61,17 +68,35 @@ Status Persister::Flush() {
     pending_.clear();
   }
   if (changes.empty()) return Status::OK();
-  const Status status = store_->Write(changes);
+  return Finish(store_->Write(changes), &changes, /*checkpoint=*/false);
+}
+
+Status Persister::Checkpoint() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  return CheckpointLocked();
+}
+
+Status Persister::CheckpointLocked() {
+  std::vector<KeySnapshot>& all = collected_;
+  all.clear();
+  limiter_->CollectAll(&all);  // newer than anything pending, which it replaces
+  pending_.clear();
+  return Finish(store_->WriteCheckpoint(all), &all, /*checkpoint=*/true);
+}
+
+Status Persister::Finish(const Status& status, std::vector<KeySnapshot>* snapshots,
+                         bool checkpoint) {
   if (!status.ok()) {
-    for (KeySnapshot& change : changes) {
-      pending_[{change.algorithm, change.window_ms, change.key}] = std::move(change);
+    for (KeySnapshot& snapshot : *snapshots) {
+      pending_[{snapshot.algorithm, snapshot.window_ms, snapshot.key}] = std::move(snapshot);
     }
   }
   std::lock_guard<std::mutex> stats_lock(stats_mu_);
   stats_.pending_keys = pending_.size();
   if (status.ok()) {
     ++stats_.flushes;
-    stats_.keys_written += changes.size();
+    stats_.checkpoints += checkpoint ? 1 : 0;
+    stats_.keys_written += snapshots->size();
   } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
     spdlog::error("persisting {} keys failed ({} failures so far); serving from memory: {}",
                   pending_.size(), stats_.write_errors, status.ToString());

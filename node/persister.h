@@ -1,18 +1,23 @@
 // Persister: moves the engine's changes to the Store, off the request path.
 //
 // A background thread wakes every flush_interval_ms, collects the keys that
-// changed (Limiter::CollectChanges) and writes them in one batch. A failed
-// write (disk full, I/O error) is logged and kept: the next flush writes it
-// again with whatever changed since, and the node keeps serving from memory
-// meanwhile (degraded: a crash then loses everything not yet written). A
-// second thread compacts the store every compaction_interval_ms, which drops
-// expired records without delaying a flush.
+// changed (Limiter::CollectChanges) and writes them as one run. When the
+// runs since the last checkpoint have grown as large as it
+// (Store::CheckpointDue), that flush writes a checkpoint instead: every live
+// key (Limiter::CollectAll), replacing all earlier runs, which is how expired
+// state leaves the disk. A failed write (disk full, I/O error) is logged and
+// kept: the next flush writes it again with whatever changed since, and the
+// node keeps serving from memory meanwhile (degraded: a crash then loses
+// everything not yet written). A second thread writes a checkpoint and
+// compacts the store every compaction_interval_ms, so that even a node whose
+// keys have gone quiet drops what has expired.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
-// flush in progress) on this node. Stop() flushes once more, so a clean
-// shutdown loses nothing.
+// flush in progress) on this node. Stop() writes a checkpoint, so a clean
+// shutdown loses nothing and the next start reads a single run.
 //
-// Thread safety: Start and Stop from one thread; Flush and stats() from any.
+// Thread safety: Start and Stop from one thread; Flush, Checkpoint and
+// stats() from any.
 #pragma once
 
 #include <atomic>
@@ -24,6 +29,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "node/clock.h"
 #include "node/limiter.h"
@@ -38,8 +44,9 @@ class Persister {
     int64_t compaction_interval_ms = 600'000;  // 0: never
   };
   struct Stats {
-    uint64_t flushes = 0;       // batches written
-    uint64_t keys_written = 0;  // records in those batches
+    uint64_t flushes = 0;       // runs written, checkpoints included
+    uint64_t checkpoints = 0;
+    uint64_t keys_written = 0;  // records in those runs
     uint64_t write_errors = 0;  // failed batches
     uint64_t pending_keys = 0;  // changes waiting for a write that failed
   };
@@ -49,16 +56,24 @@ class Persister {
   ~Persister();  // Stop()
 
   void Start();
-  // Stops the thread, then flushes once more. Returns that flush's status.
+  // Stops the threads, then writes a checkpoint. Returns its status. Later
+  // calls do nothing.
   Status Stop();
-  // Collects and writes the changes now (the thread calls this).
+  // Collects and writes the changes now, or a checkpoint when one is due
+  // (the flush thread calls this).
   Status Flush();
+  // Writes a checkpoint of every live key now.
+  Status Checkpoint();
 
   Stats stats() const;
 
  private:
   // Runs work every interval_ms on the calling thread until Stop.
   void Every(int64_t interval_ms, const std::function<void()>& work);
+  // With flush_mu_ held.
+  Status CheckpointLocked();
+  // Counts the write of `snapshots`; on failure keeps them in pending_.
+  Status Finish(const Status& status, std::vector<KeySnapshot>* snapshots, bool checkpoint);
 
   const Options options_;
   Limiter* const limiter_;
@@ -68,9 +83,13 @@ class Persister {
   std::mutex mu_;  // guards stop_; the threads wait on wake_ with it
   std::condition_variable wake_;
   bool stop_ = false;
+  bool stopped_ = false;  // Stop has run; guarded by mu_
   std::mutex flush_mu_;  // one Flush at a time; guards pending_
   // Snapshots of a failed write, by (algorithm, window_ms, key): retried.
   std::map<std::tuple<Algorithm, uint64_t, std::string>, KeySnapshot> pending_;
+  // What a flush collects; guarded by flush_mu_. Kept between flushes so
+  // that its memory is not allocated (and page-faulted in) anew each time.
+  std::vector<KeySnapshot> collected_;
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;

@@ -41,24 +41,56 @@ size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
   return freed;
 }
 
-// Snapshots each changed entry once (the list may repeat entries, and name
-// entries freed since: those have an empty key and are skipped).
-template <typename Entry, typename Fill>
-void CollectClasses(std::vector<LimitClass<Entry>>& classes, std::vector<KeySnapshot>* out,
-                    const Fill& fill) {
+void FillSnapshot(const CounterEntry& entry, NodeId self, KeySnapshot* snapshot) {
+  ExportCounts(entry, self, &snapshot->counts);
+}
+void FillSnapshot(const LogEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
+  const std::span<const LogStamp> live = LiveStamps(entry);
+  snapshot->log_stamps.assign(live.begin(), live.end());
+}
+void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
+  snapshot->bucket_level = entry.level;
+  snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
+}
+
+// Appends the entry's snapshot and clears its storage mark: it is saved.
+template <typename Entry>
+void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self,
+             std::vector<KeySnapshot>* out) {
+  entry.key.set_marked(kStorageMark, false);
+  KeySnapshot& snapshot = out->emplace_back();
+  snapshot.key.assign(entry.key.view());
+  snapshot.algorithm = limit_class.algorithm;
+  snapshot.window_ms = limit_class.window_ms;
+  FillSnapshot(entry, self, &snapshot);
+}
+
+// Snapshots each changed entry once: the list may name an entry twice (freed
+// and reused since) or name a freed one; only a marked entry counts.
+template <typename Entry>
+void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
+                           std::vector<KeySnapshot>* out) {
   for (auto& limit_class : classes) {
-    std::vector<Entry*>& changed = limit_class.changed;
-    std::sort(changed.begin(), changed.end());
-    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    for (const Entry* entry : changed) {
-      if (entry->key.empty()) continue;
-      KeySnapshot& snapshot = out->emplace_back();
-      snapshot.key.assign(entry->key.view());
-      snapshot.algorithm = limit_class.algorithm;
-      snapshot.window_ms = limit_class.window_ms;
-      fill(*entry, &snapshot);
+    for (Entry* entry : limit_class.changed) {
+      if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, out);
     }
-    changed.clear();
+    limit_class.changed.clear();
+  }
+}
+
+// Snapshots every entry that has not expired; nothing is left marked changed.
+template <typename Entry>
+void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int64_t now_ms,
+                       std::vector<KeySnapshot>* out) {
+  for (auto& limit_class : classes) {
+    limit_class.table->ForEach([&](Entry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
+        entry.key.set_marked(kStorageMark, false);
+      } else {
+        Collect(limit_class, entry, self, out);
+      }
+    });
+    limit_class.changed.clear();
   }
 }
 
@@ -87,7 +119,8 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
 template <typename Entry>
 void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                         Entry* entry) {
-  if (!track_changes) return;
+  if (!track_changes || entry->key.marked(kStorageMark)) return;
+  entry->key.set_marked(kStorageMark, true);
   FindClass(classes, spec.algorithm, spec.window_ms)->changed.push_back(entry);
 }
 
@@ -244,17 +277,15 @@ size_t Shard::SweepAll(int64_t now_ms) {
 }
 
 void Shard::CollectChanges(NodeId self, std::vector<KeySnapshot>* out) {
-  CollectClasses(counters, out, [self](const CounterEntry& entry, KeySnapshot* snapshot) {
-    ExportCounts(entry, self, &snapshot->counts);
-  });
-  CollectClasses(logs, out, [](const LogEntry& entry, KeySnapshot* snapshot) {
-    const std::span<const LogStamp> live = LiveStamps(entry);
-    snapshot->log_stamps.assign(live.begin(), live.end());
-  });
-  CollectClasses(buckets, out, [](const BucketEntry& entry, KeySnapshot* snapshot) {
-    snapshot->bucket_level = entry.level;
-    snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
-  });
+  CollectChangedClasses(counters, self, out);
+  CollectChangedClasses(logs, self, out);
+  CollectChangedClasses(buckets, self, out);
+}
+
+void Shard::CollectAll(NodeId self, int64_t now_ms, std::vector<KeySnapshot>* out) {
+  CollectAllClasses(counters, self, now_ms, out);
+  CollectAllClasses(logs, self, now_ms, out);
+  CollectAllClasses(buckets, self, now_ms, out);
 }
 
 Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,

@@ -42,14 +42,18 @@ class KeyBudget {
   std::atomic<size_t> count_{0};
 };
 
+// The CompactKey mark of an entry changed since the last CollectChanges.
+inline constexpr int kStorageMark = 0;
+
 // The keys of one (algorithm, window_ms) within a shard.
 template <typename Entry>
 struct LimitClass {
   Algorithm algorithm;
   uint64_t window_ms;
   std::unique_ptr<KeyTable<Entry>> table;
-  // Entries changed since the last CollectChanges (duplicates allowed; may
-  // point at entries freed since: their key is then empty or another one).
+  // Entries changed since the last CollectChanges: each pushed when its key's
+  // kStorageMark is set. May name entries freed (and perhaps reused) since;
+  // only those still marked count, each once.
   std::vector<Entry*> changed;
 };
 
@@ -86,6 +90,8 @@ struct alignas(64) Shard {
 
   // Appends a snapshot of every entry changed since the last call.
   void CollectChanges(NodeId self, std::vector<KeySnapshot>* out);
+  // Appends a snapshot of every live entry; afterwards none counts as changed.
+  void CollectAll(NodeId self, int64_t now_ms, std::vector<KeySnapshot>* out);
   // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
   // replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,

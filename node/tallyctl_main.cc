@@ -64,6 +64,7 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"restore_ms", s.restore_ms},
       {"keys_restored", s.keys_restored},
       {"storage_flushes", s.storage_flushes},
+      {"storage_checkpoints", s.storage_checkpoints},
       {"storage_keys_written", s.storage_keys_written},
       {"storage_write_errors", s.storage_write_errors},
       {"storage_disk_bytes", s.storage_disk_bytes}};

@@ -167,6 +167,7 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.storage_keys_written = in.getStorageKeysWritten();
   stats.storage_write_errors = in.getStorageWriteErrors();
   stats.storage_disk_bytes = in.getStorageDiskBytes();
+  stats.storage_checkpoints = in.getStorageCheckpoints();
   return stats;
 }
 
@@ -287,6 +288,7 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setStorageKeysWritten(stats.storage_keys_written);
   out.setStorageWriteErrors(stats.storage_write_errors);
   out.setStorageDiskBytes(stats.storage_disk_bytes);
+  out.setStorageCheckpoints(stats.storage_checkpoints);
 }
 
 void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder out) {

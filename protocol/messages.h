@@ -78,6 +78,7 @@ struct StatsReply {
   uint64_t storage_keys_written = 0;
   uint64_t storage_write_errors = 0;
   uint64_t storage_disk_bytes = 0;
+  uint64_t storage_checkpoints = 0;
 };
 
 enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };

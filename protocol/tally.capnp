@@ -73,8 +73,9 @@ struct StatsReply {
   # Persistence (all 0 when the node runs memory-only).
   restoreMs @8 :UInt64;  # time the node took to restore its state at start
   keysRestored @9 :UInt64;
-  storageFlushes @10 :UInt64;  # batches written to RocksDB
+  storageFlushes @10 :UInt64;  # runs (batches) written to RocksDB
   storageKeysWritten @11 :UInt64;
   storageWriteErrors @12 :UInt64;  # failed batches (the node then serves from memory)
   storageDiskBytes @13 :UInt64;  # SST files plus write-ahead logs
+  storageCheckpoints @14 :UInt64;  # runs that replaced all earlier ones (among storageFlushes)
 }

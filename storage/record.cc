@@ -3,35 +3,10 @@
 #include <cstring>
 #include <limits>
 
+#include "storage/varint.h"
+
 namespace tally::storage {
 namespace {
-
-void PutVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-// Reads a varint from the front of *in. False when *in ends or it is over 10 bytes.
-bool GetVarint(std::string_view* in, uint64_t* value) {
-  *value = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto byte = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    *value |= static_cast<uint64_t>(byte & 0x7F) << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-template <typename T>
-void PutFixed(T value, std::string* out) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));  // little-endian (x86-64, aarch64)
-  out->append(bytes, sizeof(T));
-}
 
 void PutCounter(const GCounter& counter, std::string* out) {
   PutVarint(counter.slots().size(), out);
@@ -117,9 +92,7 @@ std::string EncodeRecordValue(const KeySnapshot& snapshot) {
 void AppendRecordKey(const KeySnapshot& snapshot, std::string* key) {
   key->push_back(kRecordPrefix);
   key->push_back(static_cast<char>(snapshot.algorithm));
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    key->push_back(static_cast<char>(snapshot.window_ms >> shift));
-  }
+  PutBigEndian(snapshot.window_ms, 8, key);
   *key += snapshot.key;
 }
 
@@ -167,7 +140,7 @@ Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* s
     return Status::Corruption("record of unknown algorithm " + std::to_string(algorithm));
   }
   snapshot->algorithm = static_cast<Algorithm>(algorithm);
-  for (int i = 2; i < 10; ++i) snapshot->window_ms = snapshot->window_ms << 8 | static_cast<uint8_t>(key[i]);
+  snapshot->window_ms = GetBigEndian(key.substr(2, 8));
   snapshot->key.assign(key.substr(10));
   if (!RecordExpiresAtMs(value)) {
     return Status::Corruption("record value of unknown format or too short");

@@ -1,4 +1,5 @@
-// How a KeySnapshot is laid out in RocksDB.
+// How one KeySnapshot is encoded: a record, a (key, value) pair of byte
+// strings. Records travel inside runs (storage/run.h), not as RocksDB keys.
 //
 // Key:   'k' | algorithm (1 byte) | window_ms (8 bytes, big-endian) | key bytes
 // Value: format (1 byte, kRecordFormat) | expires_at_ms (8 bytes, little-endian)
@@ -7,10 +8,8 @@
 //     the previous window: slot count, then (node, count) per slot
 //   sliding log: stamp count, then (at_ms, cost) per stamp
 //   token bucket: level, refilled_at_ms
-// expires_at_ms comes first and at a fixed offset so that the compaction
-// filter reads it without decoding the rest.
-//
-// Keys starting with 'm' hold metadata (node id, format marker).
+// expires_at_ms comes first and at a fixed offset so that a reader skips an
+// expired record without decoding the rest.
 //
 // Thread safety: stateless functions.
 #pragma once
@@ -26,7 +25,6 @@
 namespace tally::storage {
 
 inline constexpr char kRecordPrefix = 'k';
-inline constexpr char kMetaPrefix = 'm';
 inline constexpr uint8_t kRecordFormat = 1;
 
 std::string EncodeRecordKey(const KeySnapshot& snapshot);

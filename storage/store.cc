@@ -1,45 +1,29 @@
 #include "storage/store.h"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
-
-#include <sys/statvfs.h>
 #include <random>
 
-#include <rocksdb/compaction_filter.h>
 #include <rocksdb/db.h>
-#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
 #include "storage/record.h"
+#include "storage/run.h"
+#include "storage/varint.h"
 
 namespace tally::storage {
 namespace {
 
 const std::string kFormatKey = std::string(1, kMetaPrefix) + "format";
-const std::string kFormatValue = "tally-1";
+const std::string kFormatValue = "tally-2";  // tally-1: one RocksDB value per key
 const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
-
-// Drops records whose expiry has passed. Values only: tally writes no merge
-// operands, so FilterMergeOperand never sees one of ours.
-class ExpiryFilter : public rocksdb::CompactionFilter {
- public:
-  explicit ExpiryFilter(const Clock* clock) : clock_(clock) {}
-  bool Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& value,
-              std::string* /*new_value*/, bool* /*value_changed*/) const override {
-    if (key.empty() || key[0] != kRecordPrefix) return false;
-    const std::optional<int64_t> expires_at_ms =
-        RecordExpiresAtMs(std::string_view(value.data(), value.size()));
-    return expires_at_ms && *expires_at_ms <= clock_->WallMs();
-  }
-  const char* Name() const override { return "tally.ExpiryFilter"; }
-
- private:
-  const Clock* clock_;
-};
+const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
 
 // RocksDB's own log goes to spdlog (warnings and errors only), not to a LOG
 // file in the data directory: that file would fail, and with it RocksDB's
@@ -54,6 +38,8 @@ class SpdlogLogger : public rocksdb::Logger {
     spdlog::warn("rocksdb: {}", line);
   }
 };
+
+std::string_view ToView(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
 
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
@@ -71,31 +57,24 @@ Store::Store(const Options& options) : options_(options) {}
 
 Store::~Store() {
   // Moves the memtable into sorted files, so that the next start reads them
-  // directly instead of replaying (and sorting) the write-ahead log.
+  // directly instead of replaying the write-ahead log.
   if (db_) db_->Flush(rocksdb::FlushOptions());
 }
 
 Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   std::unique_ptr<Store> opened(new Store(options));
-  opened->filter_ = std::make_unique<ExpiryFilter>(options.clock);
 
   std::error_code ignored;
   std::filesystem::create_directories(options.path, ignored);  // RocksDB creates only the last level
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
   db_options.info_log = std::make_shared<SpdlogLogger>();
-  // A smaller memtable than the default 64 MiB: flushes are bulk anyway, and
-  // RocksDB resumes after a full disk once this much space is free again.
+  // A smaller memtable than the default 64 MiB: RocksDB resumes after a full
+  // disk once this much space is free again.
   db_options.write_buffer_size = 16 << 20;
-  db_options.compaction_filter = opened->filter_.get();
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 2;
   db_options.compression = rocksdb::kLZ4Compression;
-  // Writes are bulk batches from one thread and reads happen only at start:
-  // an unsorted vector memtable (sorted once, when flushed) inserts in O(1),
-  // where the default skip list spends most of a flush comparing keys.
-  db_options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
-  db_options.allow_concurrent_memtable_write = false;
   rocksdb::DB* db = nullptr;
   if (Status status = FromRocks(rocksdb::DB::Open(db_options, options.path, &db),
                                 "cannot open data directory " + options.path);
@@ -120,6 +99,17 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
     }
   } else if (!read.ok() || format != kFormatValue) {
     return Status::Corruption(options.path + " holds data of an unknown format '" + format + "'");
+  }
+  // Runs continue after the last one written.
+  std::unique_ptr<rocksdb::Iterator> last(db->NewIterator(rocksdb::ReadOptions()));
+  last->SeekForPrev(RunKey(UINT64_MAX, UINT32_MAX));
+  uint64_t sequence = 0;
+  uint32_t part = 0;
+  if (last->Valid() && ParseRunKey(ToView(last->key()), &sequence, &part)) {
+    opened->next_sequence_ = sequence + 1;
+  }
+  if (Status status = FromRocks(last->status(), "reading " + options.path); !status.ok()) {
+    return status;
   }
   *store = std::move(opened);
   return Status::OK();
@@ -151,7 +141,15 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
   return Status::OK();
 }
 
-Status Store::Write(std::span<const KeySnapshot> snapshots) {
+Status Store::Write(std::span<const KeySnapshot> snapshots) { return WriteRun(snapshots, false); }
+
+Status Store::WriteCheckpoint(std::span<const KeySnapshot> all) { return WriteRun(all, true); }
+
+bool Store::CheckpointDue() const {
+  return bytes_since_checkpoint_ >= std::max(checkpoint_bytes_, kMinCheckpointBytes);
+}
+
+Status Store::WriteRun(std::span<const KeySnapshot> snapshots, bool checkpoint) {
   struct statvfs disk {};
   if (statvfs(options_.path.c_str(), &disk) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
@@ -161,14 +159,26 @@ Status Store::Write(std::span<const KeySnapshot> snapshots) {
                              std::to_string(options_.min_free_bytes) + "; not written");
     }
   }
+  const uint64_t sequence = next_sequence_;
   rocksdb::WriteBatch batch;
-  std::string key, value;  // reused: no allocation per record
+  PartBuilder builder;
+  uint32_t parts = 0;
+  uint64_t bytes = 0;
+  auto put_part = [&] {
+    batch.Put(RunKey(sequence, parts++), builder.part());
+    bytes += builder.part().size();
+    builder.Clear();
+  };
   for (const KeySnapshot& snapshot : snapshots) {
-    key.clear();
-    value.clear();
-    AppendRecordKey(snapshot, &key);
-    AppendRecordValue(snapshot, &value);
-    batch.Put(key, value);
+    builder.Add(snapshot);
+    if (builder.full()) put_part();
+  }
+  if (!builder.empty()) put_part();
+  if (checkpoint) {
+    batch.DeleteRange(RunKey(0, 0), RunKey(sequence, 0));
+    std::string encoded;
+    PutBigEndian(sequence, 8, &encoded);
+    batch.Put(kCheckpointKey, encoded);
   }
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync;
@@ -176,43 +186,58 @@ Status Store::Write(std::span<const KeySnapshot> snapshots) {
   if (!status.ok() && db_->Resume().ok()) {
     status = db_->Write(write_options, &batch);  // the error had cleared (space freed)
   }
-  return FromRocks(status, "write to " + options_.path);
+  if (!status.ok()) return FromRocks(status, "write to " + options_.path);
+  next_sequence_ = sequence + 1;
+  if (checkpoint) {
+    checkpoint_sequence_ = sequence;
+    checkpoint_bytes_ = bytes;
+    bytes_since_checkpoint_ = 0;
+  } else {
+    bytes_since_checkpoint_ += bytes;
+  }
+  return Status::OK();
 }
 
 Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats) {
   *stats = LoadStats();
-  // Move what the write-ahead log replayed into sorted files first: iterating
-  // the vector memtable would sort it on every iterator step's behalf.
-  if (Status status = FromRocks(db_->Flush(rocksdb::FlushOptions()), "flushing " + options_.path);
-      !status.ok()) {
-    return status;
+  std::string encoded;
+  const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCheckpointKey, &encoded);
+  if (!read.ok() && !read.IsNotFound()) return FromRocks(read, "reading " + options_.path);
+  if (read.ok() && encoded.size() != 8) {
+    return Status::Corruption(options_.path + ": the checkpoint marker is not a sequence number");
   }
+  checkpoint_sequence_ = read.ok() ? GetBigEndian(encoded) : 0;
+  checkpoint_bytes_ = 0;
+  bytes_since_checkpoint_ = 0;
+
   const int64_t now_ms = options_.clock->WallMs();
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   KeySnapshot snapshot;
-  for (it->Seek(std::string(1, kRecordPrefix)); it->Valid() && it->key()[0] == kRecordPrefix;
-       it->Next()) {
+  auto on_record = [&](std::string_view key, std::string_view value) {
     ++stats->records;
-    const std::string_view value(it->value().data(), it->value().size());
     const std::optional<int64_t> expires_at_ms = RecordExpiresAtMs(value);
     if (expires_at_ms && *expires_at_ms <= now_ms) {
       ++stats->expired;
-      continue;
-    }
-    if (!DecodeRecord(std::string_view(it->key().data(), it->key().size()), value, &snapshot).ok()) {
+    } else if (!DecodeRecord(key, value, &snapshot).ok()) {
       ++stats->corrupt;
-      continue;
-    }
-    if (restore(snapshot).ok()) {
+    } else if (restore(snapshot).ok()) {
       ++stats->restored;
     } else {
       ++stats->refused;
     }
+  };
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(RunKey(checkpoint_sequence_, 0)); it->Valid(); it->Next()) {
+    uint64_t sequence = 0;
+    uint32_t part = 0;
+    if (!ParseRunKey(ToView(it->key()), &sequence, &part)) break;  // past the runs
+    const std::string_view value = ToView(it->value());
+    (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) += value.size();
+    if (!ForEachRecord(value, on_record).ok()) ++stats->corrupt;  // the rest of this part is lost
   }
   return FromRocks(it->status(), "reading " + options_.path);
 }
 
-Status Store::CompactExpired() {
+Status Store::Compact() {
   return FromRocks(db_->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr),
                    "compacting " + options_.path);
 }

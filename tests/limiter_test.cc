@@ -344,6 +344,54 @@ TEST_CASE("collect changes reports each changed key once") {
   CHECK(changes.empty());
 }
 
+// An entry freed and reused by another key since the last collection is
+// reported once, as the new key; a key changed again after a collection is
+// reported again.
+TEST_CASE("collect changes survives freed and reused entries") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kFixedWindow, 10, 1'000};
+  Decision decision;
+  REQUIRE(limiter.Check("old", spec, 1, &decision).ok());
+  clock.AdvanceMs(2'000);
+  REQUIRE(limiter.SweepExpired() == 1);
+  REQUIRE(limiter.Check("new", spec, 1, &decision).ok());  // takes the freed slot
+  std::vector<KeySnapshot> changes;
+  limiter.CollectChanges(&changes);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].key == "new");
+  changes.clear();
+  REQUIRE(limiter.Check("new", spec, 1, &decision).ok());
+  limiter.CollectChanges(&changes);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].counts.current.Get(1) == 2);
+}
+
+// CollectAll snapshots every live key of every algorithm, leaves out expired
+// ones, and leaves nothing to CollectChanges.
+TEST_CASE("collect all snapshots every live key and clears the changes") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  Decision decision;
+  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
+                              Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
+    REQUIRE(limiter.Check("live", LimitSpec{algorithm, 10, 60'000}, 1, &decision).ok());
+  }
+  REQUIRE(limiter.Check("expiring", LimitSpec{Algorithm::kFixedWindow, 10, 1'000}, 1, &decision).ok());
+  std::vector<KeySnapshot> changes;
+  limiter.CollectChanges(&changes);
+  REQUIRE(changes.size() == 5);
+  REQUIRE(limiter.Check("live", LimitSpec{Algorithm::kFixedWindow, 10, 60'000}, 1, &decision).ok());
+  clock.AdvanceMs(1'000);
+  std::vector<KeySnapshot> all;
+  limiter.CollectAll(&all);
+  CHECK(all.size() == 4);
+  for (const KeySnapshot& snapshot : all) CHECK(snapshot.key == "live");
+  changes.clear();
+  limiter.CollectChanges(&changes);
+  CHECK(changes.empty());
+}
+
 // Snapshots restored into a fresh limiter reproduce every algorithm's state:
 // the same requests get the same decisions.
 TEST_CASE("restore reproduces the state of every algorithm") {

@@ -224,7 +224,7 @@ TEST_CASE("persistence: restart after a clean shutdown restores every key exactl
     before = PeekRemaining(*node.client, limits);
     CHECK(CountWrong(before, expected) == 0);
     CHECK(node.Stop(SIGTERM) == 0);
-    CHECK(Contains(node.process->Log(), "final flush and compaction done"));
+    CHECK(Contains(node.process->Log(), "final checkpoint written"));
   }
   Node node(args);
   const StatsReply stats = node.Stats();
@@ -326,7 +326,7 @@ TEST_CASE("persistence: an unusable data directory is refused at start") {
 // A full disk: write errors are counted, decisions stay correct, SIGTERM still ends tallyd.
 TEST_CASE("persistence: a full disk degrades to memory and keeps serving") {
   // Expected exit code 1: node/tallyd_main.cc returns 1 when Persister::Stop's
-  // final flush fails ("final flush failed"), as it does while the disk is full.
+  // final checkpoint fails ("final checkpoint failed"), as it does while the disk is full.
   constexpr uint64_t kLimit = 10;
   TempDir dir;
   const TmpfsMount disk(dir.Path("disk"), "size=2m");  // before the node: unmounted after it

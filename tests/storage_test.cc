@@ -1,5 +1,5 @@
-// Tests of persistence: the record format (storage/record.h), the RocksDB
-// store (storage/store.h) and the Persister (node/persister.h) on a real store.
+// Tests of persistence: the record and run formats (storage/record.h,
+// storage/run.h), the RocksDB store (storage/store.h) and the Persister (node/persister.h) on a real store.
 // Each test works in its own temporary directory and on a ManualClock.
 #include <doctest/doctest.h>
 
@@ -26,7 +26,9 @@
 #include "node/limiter.h"
 #include "node/persister.h"
 #include "storage/record.h"
+#include "storage/run.h"
 #include "storage/store.h"
+#include "storage/varint.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
@@ -175,6 +177,18 @@ void RawPut(const std::string& path, const std::vector<std::pair<std::string, st
   REQUIRE_MESSAGE(open.ok(), open.ToString());
   const std::unique_ptr<rocksdb::DB> db(raw);
   for (const auto& [key, value] : kvs) REQUIRE(db->Put(rocksdb::WriteOptions(), key, value).ok());
+}
+
+// A run part holding the given (key, value) records, framed as PartBuilder frames them.
+std::string RawPart(const std::vector<std::pair<std::string, std::string>>& records) {
+  std::string part(1, static_cast<char>(storage::kRunFormat));
+  for (const auto& [key, value] : records) {
+    storage::PutVarint(key.size(), &part);
+    part += key;
+    storage::PutVarint(value.size(), &part);
+    part += value;
+  }
+  return part;
 }
 
 Status Decode(std::string_view key, std::string_view value) {
@@ -378,27 +392,87 @@ TEST_CASE("storage: Load returns what Write wrote and skips expired records") {
   CHECK(stats.corrupt == 0);
 }
 
-// A record that does not decode is skipped and counted; the others are restored.
+// A record that does not decode is skipped and counted, as is a part whose
+// framing breaks off; the others are restored.
 TEST_CASE("storage: Load skips and counts corrupt records") {
   ManualClock clock(kStartMs);
   TempDir dir;
   const std::vector<KeySnapshot> written = Samples(kStartMs);
-  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());  // run 1
   const KeySnapshot unknown_algorithm = Bucket("x", 1'000, 1, kStartMs);
   std::string bad_key = storage::EncodeRecordKey(unknown_algorithm);
   bad_key[1] = 9;
+  const KeySnapshot after_the_break = Bucket("after", 1'000, 1, kStartMs);
+  std::string broken = RawPart({{storage::EncodeRecordKey(after_the_break),
+                                 storage::EncodeRecordValue(after_the_break)}});
+  broken.resize(broken.size() - 3);
   RawPut(dir.Path("data"),
-         {{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
-          {bad_key, storage::EncodeRecordValue(unknown_algorithm)}});
+         {{storage::RunKey(2, 0),
+           RawPart({{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
+                    {bad_key, storage::EncodeRecordValue(unknown_algorithm)}})},
+          {storage::RunKey(3, 0), broken},
+          {storage::RunKey(4, 0), "\x07 a part of an unknown format"}});
   Store::LoadStats stats;
   CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), written);
   CHECK(stats.records == written.size() + 2);
-  CHECK(stats.corrupt == 2);
+  CHECK(stats.corrupt == 4);
   CHECK(stats.restored == written.size());
 }
 
-// CompactExpired drops expired records from disk (it shrinks, Load reads none), keeps live ones.
-TEST_CASE("storage: CompactExpired drops expired records") {
+// Load reads the newest checkpoint, then the later runs in order, so the
+// latest state of a key wins; what came before the checkpoint is gone.
+TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  {
+    std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+    const KeySnapshot first[] = {Bucket("a", 4'000, 1, kStartMs), Bucket("gone", 4'000, 1, kStartMs)};
+    REQUIRE(store->Write(first).ok());
+    const KeySnapshot checkpoint[] = {Bucket("a", 4'000, 2, kStartMs), Bucket("b", 4'000, 2, kStartMs)};
+    REQUIRE(store->WriteCheckpoint(checkpoint).ok());
+    const KeySnapshot later[] = {Bucket("a", 4'000, 3, kStartMs)};
+    REQUIRE(store->Write(later).ok());
+  }
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  const KeySnapshot next[] = {Bucket("a", 4'000, 4, kStartMs)};  // continues after run 3
+  REQUIRE(store->Write(next).ok());
+  Store::LoadStats stats;
+  const std::vector<KeySnapshot> loaded = LoadAll(*store, &stats);
+  REQUIRE(loaded.size() == 4);
+  CHECK(stats.records == 4);
+  CHECK(loaded[0].key == "a");
+  CHECK(loaded[0].bucket_level == 2);
+  CHECK(loaded[1].key == "b");
+  CHECK(loaded[2].bucket_level == 3);
+  CHECK(loaded[3].bucket_level == 4);
+}
+
+// A checkpoint is due once the runs after it outgrow it (and a minimum);
+// writing one resets that.
+TEST_CASE("storage: a checkpoint is due once later runs outgrow it") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  std::vector<KeySnapshot> batch;
+  for (int i = 0; i < 10'000; ++i) {
+    batch.push_back(Counting("key " + std::to_string(i), Algorithm::kFixedWindow, 60'000,
+                             kStartMs / 60'000, {{1, 1}}, {}));
+  }
+  uint64_t written_bytes = 0;
+  while (!store->CheckpointDue()) {
+    REQUIRE(store->Write(batch).ok());
+    written_bytes += 10'000 * 30;  // about 30 bytes a record
+  }
+  CHECK(written_bytes >= Store::kMinCheckpointBytes / 2);
+  REQUIRE(store->WriteCheckpoint(batch).ok());
+  CHECK_FALSE(store->CheckpointDue());
+  REQUIRE(store->Write(batch).ok());
+  CHECK_FALSE(store->CheckpointDue());
+}
+
+// A checkpoint of what lives replaces the runs before it: after Compact the
+// disk has shrunk and Load reads only the checkpoint.
+TEST_CASE("storage: a checkpoint frees what earlier runs held") {
   ManualClock clock(kStartMs);
   TempDir dir;
   std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
@@ -413,10 +487,11 @@ TEST_CASE("storage: CompactExpired drops expired records") {
   }
   const KeySnapshot live = Counting("long-lived", Algorithm::kFixedWindow, kMaxWindowMs,
                                     kStartMs / kMaxWindowMs, {{1, 1}}, {});
-  REQUIRE(store->Write({&live, 1}).ok());
+  REQUIRE(store->Compact().ok());
   const uint64_t before = store->DiskBytes();
   clock.AdvanceMs(2'000);
-  REQUIRE(store->CompactExpired().ok());
+  REQUIRE(store->WriteCheckpoint({&live, 1}).ok());
+  REQUIRE(store->Compact().ok());
   const uint64_t after = store->DiskBytes();
   CAPTURE(before);
   CAPTURE(after);
@@ -471,6 +546,33 @@ TEST_CASE("storage: persisted state restores into identical decisions") {
     check_all(restored, &actual);
     CHECK(actual == expected);
   }
+}
+
+// Stop writes a checkpoint of every live key: the next Load reads it alone,
+// without the expired key an earlier flush wrote.
+TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  Decision decision;
+  REQUIRE(limiter.Check("short", LimitSpec{Algorithm::kFixedWindow, 5, 1'000}, 1, &decision).ok());
+  REQUIRE(limiter.Check("long", LimitSpec{Algorithm::kFixedWindow, 5, 3'600'000}, 2, &decision).ok());
+  Persister persister(Persister::Options{}, &limiter, store.get(), &clock);
+  REQUIRE(persister.Flush().ok());
+  CHECK(persister.stats().checkpoints == 0);
+  clock.AdvanceMs(2'000);
+  REQUIRE(persister.Stop().ok());
+  CHECK(persister.stats().flushes == 2);
+  CHECK(persister.stats().checkpoints == 1);
+  CHECK(persister.Stop().ok());  // a second Stop does nothing
+  CHECK(persister.stats().flushes == 2);
+  Store::LoadStats stats;
+  const std::vector<KeySnapshot> loaded = LoadAll(*store, &stats);
+  REQUIRE(loaded.size() == 1);
+  CHECK(loaded[0].key == "long");
+  CHECK(loaded[0].counts.current.Get(1) == 2);
+  CHECK(stats.records == 1);
 }
 
 // The full-disk scenario on the tmpfs at `dir` (run by the child process below).

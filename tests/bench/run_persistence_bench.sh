@@ -8,12 +8,14 @@
 #     a fresh data directory in a temporary directory), with the daemon
 #     benchmark's tally scenarios: sliding_counter, CONNECTIONS connections,
 #     KEYS uniform keys, depth 1, depth 16, and batch 100 at depth 1; every run
-#     on a freshly started tallyd. Ratio persistence/memory-only (goal >= 0.90);
+#     on a freshly started tallyd, alternating, ROUNDS times. Ratio of the
+#     mean decisions/s, persistence/memory-only (goal >= 0.90), and per round;
 #  2. RocksDB writes during the persistence runs: keys written and flushes
 #     per second, from tallyctl stats before and after each run;
 #  3. restart with RESTART_KEYS live keys: load them (window 1 h, batch 100,
 #     20 checks per key on average so that practically every key is hit: the
-#     count actually held is reported), wait for the last flush, SIGTERM,
+#     count actually held is reported), wait for the last flush, SIGTERM
+#     (which writes a checkpoint),
 #     restart on the same data directory: restore_ms (stats and log line),
 #     time from starting the process to listening (port file written), keys
 #     restored (goal: under 2 s). The page cache is warm;
@@ -22,12 +24,13 @@
 # Prints the loadgen runs, then a summary; all results go to
 # $BUILD_DIR/persistence_bench.json (a JSON array).
 #
-# Environment: DURATION_MS per throughput run (5000), CONNECTIONS (50),
+# Environment: DURATION_MS per throughput run (5000), ROUNDS (3), CONNECTIONS (50),
 # KEYS (100000), RESTART_KEYS (1000000), BUILD_DIR (build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 duration_ms=${DURATION_MS:-5000}
+rounds=${ROUNDS:-3}
 connections=${CONNECTIONS:-50}
 keys=${KEYS:-100000}
 restart_keys=${RESTART_KEYS:-1000000}
@@ -126,12 +129,15 @@ throughput() {
   results+=("$work_dir/$label.result")
 }
 
-# Alternating off and on, so that a change in the machine's load hits both alike.
+# Alternating off and on, ROUNDS times, so that a change in the machine's load
+# hits both alike; the summary compares the means over the rounds.
 scenarios=("depth 1:d1:1:1" "depth 16:d16:16:1" "batch 100:b100:1:100")
-for scenario in "${scenarios[@]}"; do
-  IFS=: read -r _ name depth batch <<<"$scenario"
-  throughput "tally-$name-off" off "$depth" "$batch"
-  throughput "tally-$name-on" on "$depth" "$batch"
+for round in $(seq 1 "$rounds"); do
+  for scenario in "${scenarios[@]}"; do
+    IFS=: read -r _ name depth batch <<<"$scenario"
+    throughput "tally-$name-off-r$round" off "$depth" "$batch"
+    throughput "tally-$name-on-r$round" on "$depth" "$batch"
+  done
 done
 
 # The restart: load, let the last flush land, SIGTERM, start again.
@@ -171,8 +177,8 @@ du_bytes=$(du -sb "$data_dir" | cut -f1)
 stop_start_us=$(bench_now_us)
 stop_tallyd
 stop_end_us=$(bench_now_us)
-grep -q "final flush and compaction done" "$work_dir/load.log" ||
-  { cat "$work_dir/load.log" >&2; echo "no final flush at SIGTERM" >&2; exit 1; }
+grep -q "final checkpoint written" "$work_dir/load.log" ||
+  { cat "$work_dir/load.log" >&2; echo "no final checkpoint at SIGTERM" >&2; exit 1; }
 du_bytes_stopped=$(du -sb "$data_dir" | cut -f1)
 
 bench_start_tallyd "$work_dir/restart.log" "$work_dir/restart.port" 120 --threads 1 \
@@ -200,41 +206,58 @@ printf '{"scenario": "restart", "keys_requested": %s, "window_ms": %s, "load_che
 
 # A field of a throughput result.
 result() { bench_json_field "$work_dir/$1.result" "$2"; }
+# mean LABEL FIELD: the field's mean over the rounds of LABEL (tally-NAME-MODE).
+mean() {
+  local round sum=0
+  for round in $(seq 1 "$rounds"); do
+    sum=$(calc "s + v" s="$sum" v="$(result "$1-r$round" "$2")")
+  done
+  calc "s / n" s="$sum" n="$rounds"
+}
+# round_ratios NAME FIELD: per round, on/off of the field, space-separated.
+round_ratios() {
+  local round ratios=()
+  for round in $(seq 1 "$rounds"); do
+    ratios+=("$(bench_ratio "$(result "tally-$1-on-r$round" "$2")" "$(result "tally-$1-off-r$round" "$2")")")
+  done
+  echo "${ratios[*]}"
+}
 
 echo
-echo "== throughput: decisions/s, memory-only against persistence (goal: on/off >= $ratio_goal)"
-printf "%-12s %14s %14s %8s %6s %12s %12s\n" scenario memory-only persistence on/off goal \
-  p99_us_off p99_us_on
+echo "== throughput: decisions/s, memory-only against persistence, mean of $rounds rounds (goal: on/off >= $ratio_goal)"
+printf "%-12s %14s %14s %8s %6s %12s %12s  %s\n" scenario memory-only persistence on/off goal \
+  p99_us_off p99_us_on "on/off per round"
 for scenario in "${scenarios[@]}"; do
   IFS=: read -r title name _ _ <<<"$scenario"
-  off=$(result "tally-$name-off" decisions_per_s)
-  on=$(result "tally-$name-on" decisions_per_s)
+  off=$(mean "tally-$name-off" decisions_per_s)
+  on=$(mean "tally-$name-on" decisions_per_s)
   ratio=$(bench_ratio "$on" "$off")
+  per_round=$(round_ratios "$name" decisions_per_s)
   met=$(awk -v r="$ratio" -v g="$ratio_goal" 'BEGIN { print (r >= g ? "met" : "MISSED") }')
-  printf "%-12s %14.0f %14.0f %8s %6s %12s %12s\n" "$title" "$off" "$on" "$ratio" "$met" \
-    "$(result "tally-$name-off" p99_us)" "$(result "tally-$name-on" p99_us)"
-  printf '{"scenario": "ratio", "comparison": "%s", "memory_only_decisions_per_s": %s, "persistence_decisions_per_s": %s, "on_over_off": %s, "goal": %s}\n' \
-    "$title" "$off" "$on" "$ratio" "$ratio_goal" >"$work_dir/ratio-$name.result"
+  printf "%-12s %14.0f %14.0f %8s %6s %12s %12s  %s\n" "$title" "$off" "$on" "$ratio" "$met" \
+    "$(mean "tally-$name-off" p99_us)" "$(mean "tally-$name-on" p99_us)" "$per_round"
+  printf '{"scenario": "ratio", "comparison": "%s", "rounds": %s, "memory_only_decisions_per_s": %s, "persistence_decisions_per_s": %s, "on_over_off": %s, "on_over_off_per_round": [%s], "goal": %s}\n' \
+    "$title" "$rounds" "$off" "$on" "$ratio" "${per_round// /, }" "$ratio_goal" >"$work_dir/ratio-$name.result"
   results+=("$work_dir/ratio-$name.result")
 done
 
 echo
-echo "== tallyd CPU time per decision (all threads; robust to how much CPU the machine lends)"
+echo "== tallyd CPU time per decision, mean of $rounds rounds (all threads; robust to how much CPU the machine lends)"
 printf "%-12s %12s %12s %10s\n" scenario off_ns on_ns off/on
 for scenario in "${scenarios[@]}"; do
   IFS=: read -r title name _ _ <<<"$scenario"
-  off=$(result "tally-$name-off" cpu_ns_per_decision)
-  on=$(result "tally-$name-on" cpu_ns_per_decision)
+  off=$(mean "tally-$name-off" cpu_ns_per_decision)
+  on=$(mean "tally-$name-on" cpu_ns_per_decision)
   printf "%-12s %12s %12s %10s\n" "$title" "$off" "$on" "$(bench_ratio "$off" "$on")"
 done
 
 echo
-echo "== RocksDB writes during the persistence runs (stats before/after each run)"
+echo "== RocksDB writes during the persistence runs of round 1 (stats before/after each run)"
 printf "%-12s %9s %14s %12s %9s %10s %11s %7s\n" scenario seconds keys_written keys/s flushes \
   flushes/s keys/flush errors
 for scenario in "${scenarios[@]}"; do
   IFS=: read -r title name _ _ <<<"$scenario"
-  label=tally-$name-on
+  label=tally-$name-on-r1
   printf "%-12s %9s %14s %12.0f %9s %10s %11.0f %7s\n" "$title" "$(result "$label" stats_interval_s)" \
     "$(result "$label" storage_keys_written)" "$(result "$label" keys_written_per_s)" \
     "$(result "$label" storage_flushes)" "$(result "$label" flushes_per_s)" \
@@ -251,7 +274,7 @@ printf "%-44s %s\n" \
   "slowest stats reply meanwhile, ms" "$settle_stats_max_ms" \
   "live keys after the load (stats keys)" "$loaded_keys" \
   "keys written / flushes during the load" "$(stat_of loaded storage_keys_written) / $(stat_of loaded storage_flushes)" \
-  "shutdown on SIGTERM (final flush), ms" "$(calc "(e - s) / 1e3" s="$stop_start_us" e="$stop_end_us")" \
+  "shutdown on SIGTERM (final checkpoint), ms" "$(calc "(e - s) / 1e3" s="$stop_start_us" e="$stop_end_us")" \
   "restore_ms (stats)" "$restore_ms" \
   "log line" "$restore_log" \
   "start to listening (port file), ms" "$listen_ms ($restart_met)" \
