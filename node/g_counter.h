@@ -33,6 +33,11 @@ class GCounter {
   void MergeSlot(NodeId node, uint64_t count);
   // Slot-wise max with every slot of other.
   void Merge(const GCounter& other);
+  // Empties the counter (keeping its memory, for reuse).
+  void Clear() {
+    slots_.clear();
+    sum_ = 0;
+  }
 
   uint64_t Sum() const { return sum_; }
   bool empty() const { return slots_.empty(); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct KeySnapshot {
 
   bool operator==(const KeySnapshot&) const = default;
 };
+
+// Receives snapshots one at a time (Limiter::CollectChanges, CollectAll). The
+// snapshot is valid only during the call.
+using SnapshotSink = std::function<void(const KeySnapshot&)>;
 
 // The wall time (ms) from which the snapshot holds nothing that counts: a
 // store may drop it then. Window-aligned for the counting algorithms.

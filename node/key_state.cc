@@ -52,8 +52,9 @@ uint64_t PreviousTotal(const CounterEntry& entry) {
 }
 
 void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) {
-  *counts = WindowCounts();
   counts->window_index = entry.window_index;
+  counts->current.Clear();  // keeps the memory of a reused snapshot
+  counts->previous.Clear();
   if (entry.remote) {
     counts->current = entry.remote->current;
     counts->previous = entry.remote->previous;

@@ -138,19 +138,21 @@ size_t Limiter::SweepExpired() {
   return freed;
 }
 
-void Limiter::CollectChanges(std::vector<KeySnapshot>* out) {
+void Limiter::CollectChanges(const SnapshotSink& sink) {
+  KeySnapshot scratch;  // one snapshot, refilled for every key: no allocation per key
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    shard.CollectChanges(options_.node_id, out);
+    shard.CollectChanges(options_.node_id, &scratch, sink);
   }
 }
 
-void Limiter::CollectAll(std::vector<KeySnapshot>* out) {
+void Limiter::CollectAll(const SnapshotSink& sink) {
+  KeySnapshot scratch;
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    shard.CollectAll(options_.node_id, shard.Now(options_.clock->WallMs()), out);
+    shard.CollectAll(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
   }
 }
 

@@ -93,15 +93,16 @@ class Limiter {
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();
 
-  // Persistence. With Options::track_changes, appends to *out a snapshot of
+  // Persistence. With Options::track_changes, hands the sink a snapshot of
   // every key whose state changed since the previous call (each key once).
+  // CollectAll does so for every key whose state has not expired, for a
+  // checkpoint; afterwards no key counts as changed. The sink runs with a
+  // shard locked: it must not call the Limiter.
   // Restore puts a snapshot back: counting algorithms take the slot-wise max
   // (so restoring never lowers a count), the log and the bucket are replaced;
   // an expired snapshot is ignored. Restore does not count as a change.
-  void CollectChanges(std::vector<KeySnapshot>* out);
-  // Appends a snapshot of every key whose state has not expired, for a
-  // checkpoint; afterwards no key counts as changed.
-  void CollectAll(std::vector<KeySnapshot>* out);
+  void CollectChanges(const SnapshotSink& sink);
+  void CollectAll(const SnapshotSink& sink);
   Status Restore(const KeySnapshot& snapshot);
 
   size_t key_count() const { return budget_.count(); }

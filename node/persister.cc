@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <vector>
+#include <memory>
 
 namespace tally {
 
@@ -55,20 +55,10 @@ void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
 
 Status Persister::Flush() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
-  if (store_->CheckpointDue()) return CheckpointLocked();
-  std::vector<KeySnapshot>& changes = collected_;
-  changes.clear();
-  limiter_->CollectChanges(&changes);
-  if (!pending_.empty()) {  // a write failed before: retry it, newest state winning
-    for (KeySnapshot& change : changes) {
-      pending_[{change.algorithm, change.window_ms, change.key}] = std::move(change);
-    }
-    changes.clear();
-    for (auto& [id, snapshot] : pending_) changes.push_back(std::move(snapshot));
-    pending_.clear();
-  }
-  if (changes.empty()) return Status::OK();
-  return Finish(store_->Write(changes), &changes, /*checkpoint=*/false);
+  if (unsaved_ || store_->CheckpointDue()) return CheckpointLocked();
+  return WriteRun(false, [this](storage::Store::Run* run) {
+    limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
+  });
 }
 
 Status Persister::Checkpoint() {
@@ -77,29 +67,31 @@ Status Persister::Checkpoint() {
 }
 
 Status Persister::CheckpointLocked() {
-  std::vector<KeySnapshot>& all = collected_;
-  all.clear();
-  limiter_->CollectAll(&all);  // newer than anything pending, which it replaces
-  pending_.clear();
-  return Finish(store_->WriteCheckpoint(all), &all, /*checkpoint=*/true);
+  return WriteRun(true, [this](storage::Store::Run* run) {
+    limiter_->CollectAll([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
+  });
 }
 
-Status Persister::Finish(const Status& status, std::vector<KeySnapshot>* snapshots,
-                         bool checkpoint) {
-  if (!status.ok()) {
-    for (KeySnapshot& snapshot : *snapshots) {
-      pending_[{snapshot.algorithm, snapshot.window_ms, snapshot.key}] = std::move(snapshot);
-    }
+Status Persister::WriteRun(bool checkpoint,
+                           const std::function<void(storage::Store::Run*)>& collect) {
+  std::unique_ptr<storage::Store::Run> run;
+  Status status = store_->BeginRun(checkpoint, &run);  // fails before anything is collected
+  if (status.ok()) {
+    collect(run.get());
+    if (!checkpoint && run->records() == 0) return Status::OK();  // nothing changed
+    status = store_->Commit(run.get());
+    // Collected changes are no longer marked: only a checkpoint can cover them now.
+    unsaved_ = !status.ok();
   }
   std::lock_guard<std::mutex> stats_lock(stats_mu_);
-  stats_.pending_keys = pending_.size();
+  stats_.unsaved = unsaved_;
   if (status.ok()) {
     ++stats_.flushes;
     stats_.checkpoints += checkpoint ? 1 : 0;
-    stats_.keys_written += snapshots->size();
+    stats_.keys_written += run->records();
   } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
-    spdlog::error("persisting {} keys failed ({} failures so far); serving from memory: {}",
-                  pending_.size(), stats_.write_errors, status.ToString());
+    spdlog::error("persisting failed ({} failures so far); serving from memory: {}",
+                  stats_.write_errors, status.ToString());
   }
   return status;
 }

@@ -1,16 +1,16 @@
 // Persister: moves the engine's changes to the Store, off the request path.
 //
-// A background thread wakes every flush_interval_ms, collects the keys that
-// changed (Limiter::CollectChanges) and writes them as one run. When the
-// runs since the last checkpoint have grown as large as it
-// (Store::CheckpointDue), that flush writes a checkpoint instead: every live
-// key (Limiter::CollectAll), replacing all earlier runs, which is how expired
-// state leaves the disk. A failed write (disk full, I/O error) is logged and
-// kept: the next flush writes it again with whatever changed since, and the
-// node keeps serving from memory meanwhile (degraded: a crash then loses
-// everything not yet written). A second thread writes a checkpoint and
-// compacts the store every compaction_interval_ms, so that even a node whose
-// keys have gone quiet drops what has expired.
+// A background thread wakes every flush_interval_ms and writes the keys that
+// changed (Limiter::CollectChanges) as one run, each snapshot encoded as it
+// is collected. When the runs since the last checkpoint have grown as large
+// as it (Store::CheckpointDue), that flush writes a checkpoint instead: every
+// live key (Limiter::CollectAll), replacing all earlier runs, which is how
+// expired state leaves the disk. A failed write (disk full, I/O error) is
+// logged and counted, and the next flush writes a checkpoint, which covers
+// whatever that write held; the node keeps serving from memory meanwhile
+// (degraded: a crash then loses everything not yet written). A second thread
+// writes a checkpoint and compacts the store every compaction_interval_ms,
+// so that even a node whose keys have gone quiet drops what has expired.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
 // flush in progress) on this node. Stop() writes a checkpoint, so a clean
@@ -24,12 +24,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <mutex>
-#include <string>
 #include <thread>
-#include <tuple>
-#include <vector>
 
 #include "node/clock.h"
 #include "node/limiter.h"
@@ -47,8 +43,8 @@ class Persister {
     uint64_t flushes = 0;       // runs written, checkpoints included
     uint64_t checkpoints = 0;
     uint64_t keys_written = 0;  // records in those runs
-    uint64_t write_errors = 0;  // failed batches
-    uint64_t pending_keys = 0;  // changes waiting for a write that failed
+    uint64_t write_errors = 0;  // failed runs
+    bool unsaved = false;       // a write failed; the next flush writes a checkpoint
   };
 
   // limiter, store and clock must outlive the Persister.
@@ -70,10 +66,11 @@ class Persister {
  private:
   // Runs work every interval_ms on the calling thread until Stop.
   void Every(int64_t interval_ms, const std::function<void()>& work);
-  // With flush_mu_ held.
+  // With flush_mu_ held: begins a run, fills it with collect(run), commits
+  // it unless it is an empty delta, and counts the outcome.
+  Status WriteRun(bool checkpoint,
+                  const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
-  // Counts the write of `snapshots`; on failure keeps them in pending_.
-  Status Finish(const Status& status, std::vector<KeySnapshot>* snapshots, bool checkpoint);
 
   const Options options_;
   Limiter* const limiter_;
@@ -84,12 +81,8 @@ class Persister {
   std::condition_variable wake_;
   bool stop_ = false;
   bool stopped_ = false;  // Stop has run; guarded by mu_
-  std::mutex flush_mu_;  // one Flush at a time; guards pending_
-  // Snapshots of a failed write, by (algorithm, window_ms, key): retried.
-  std::map<std::tuple<Algorithm, uint64_t, std::string>, KeySnapshot> pending_;
-  // What a flush collects; guarded by flush_mu_. Kept between flushes so
-  // that its memory is not allocated (and page-faulted in) anew each time.
-  std::vector<KeySnapshot> collected_;
+  std::mutex flush_mu_;  // one write at a time; guards unsaved_
+  bool unsaved_ = false;  // a write failed: changes it held are no longer marked
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;

@@ -53,26 +53,27 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
   snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
 }
 
-// Appends the entry's snapshot and clears its storage mark: it is saved.
+// Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
+// storage mark: it is saved.
 template <typename Entry>
 void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self,
-             std::vector<KeySnapshot>* out) {
+             KeySnapshot* scratch, const SnapshotSink& sink) {
   entry.key.set_marked(kStorageMark, false);
-  KeySnapshot& snapshot = out->emplace_back();
-  snapshot.key.assign(entry.key.view());
-  snapshot.algorithm = limit_class.algorithm;
-  snapshot.window_ms = limit_class.window_ms;
-  FillSnapshot(entry, self, &snapshot);
+  scratch->key.assign(entry.key.view());
+  scratch->algorithm = limit_class.algorithm;
+  scratch->window_ms = limit_class.window_ms;
+  FillSnapshot(entry, self, scratch);
+  sink(*scratch);
 }
 
 // Snapshots each changed entry once: the list may name an entry twice (freed
 // and reused since) or name a freed one; only a marked entry counts.
 template <typename Entry>
 void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
-                           std::vector<KeySnapshot>* out) {
+                           KeySnapshot* scratch, const SnapshotSink& sink) {
   for (auto& limit_class : classes) {
     for (Entry* entry : limit_class.changed) {
-      if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, out);
+      if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, scratch, sink);
     }
     limit_class.changed.clear();
   }
@@ -81,13 +82,13 @@ void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
 // Snapshots every entry that has not expired; nothing is left marked changed.
 template <typename Entry>
 void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int64_t now_ms,
-                       std::vector<KeySnapshot>* out) {
+                       KeySnapshot* scratch, const SnapshotSink& sink) {
   for (auto& limit_class : classes) {
     limit_class.table->ForEach([&](Entry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
         entry.key.set_marked(kStorageMark, false);
       } else {
-        Collect(limit_class, entry, self, out);
+        Collect(limit_class, entry, self, scratch, sink);
       }
     });
     limit_class.changed.clear();
@@ -276,16 +277,17 @@ size_t Shard::SweepAll(int64_t now_ms) {
          SweepClasses(buckets, now_ms);
 }
 
-void Shard::CollectChanges(NodeId self, std::vector<KeySnapshot>* out) {
-  CollectChangedClasses(counters, self, out);
-  CollectChangedClasses(logs, self, out);
-  CollectChangedClasses(buckets, self, out);
+void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
+  CollectChangedClasses(counters, self, scratch, sink);
+  CollectChangedClasses(logs, self, scratch, sink);
+  CollectChangedClasses(buckets, self, scratch, sink);
 }
 
-void Shard::CollectAll(NodeId self, int64_t now_ms, std::vector<KeySnapshot>* out) {
-  CollectAllClasses(counters, self, now_ms, out);
-  CollectAllClasses(logs, self, now_ms, out);
-  CollectAllClasses(buckets, self, now_ms, out);
+void Shard::CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch,
+                       const SnapshotSink& sink) {
+  CollectAllClasses(counters, self, now_ms, scratch, sink);
+  CollectAllClasses(logs, self, now_ms, scratch, sink);
+  CollectAllClasses(buckets, self, now_ms, scratch, sink);
 }
 
 Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,

@@ -88,10 +88,11 @@ struct alignas(64) Shard {
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
 
-  // Appends a snapshot of every entry changed since the last call.
-  void CollectChanges(NodeId self, std::vector<KeySnapshot>* out);
-  // Appends a snapshot of every live entry; afterwards none counts as changed.
-  void CollectAll(NodeId self, int64_t now_ms, std::vector<KeySnapshot>* out);
+  // Hands the sink a snapshot (built in *scratch) of every entry changed
+  // since the last call.
+  void CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // The same for every live entry; afterwards none counts as changed.
+  void CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
   // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
   // replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,

@@ -141,43 +141,52 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
   return Status::OK();
 }
 
-Status Store::Write(std::span<const KeySnapshot> snapshots) { return WriteRun(snapshots, false); }
+Store::Run::Run(uint64_t sequence, bool checkpoint)
+    : sequence_(sequence), checkpoint_(checkpoint), batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
-Status Store::WriteCheckpoint(std::span<const KeySnapshot> all) { return WriteRun(all, true); }
+Store::Run::~Run() = default;
+
+void Store::Run::Add(const KeySnapshot& snapshot) {
+  builder_.Add(snapshot);
+  ++records_;
+  if (builder_.full()) PutPart();
+}
+
+void Store::Run::PutPart() {
+  batch_->Put(RunKey(sequence_, parts_++), builder_.part());
+  bytes_ += builder_.part().size();
+  builder_.Clear();
+}
+
+Status Store::BeginRun(bool checkpoint, std::unique_ptr<Run>* run) {
+  if (Status status = CheckFreeSpace(0); !status.ok()) return status;
+  run->reset(new Run(next_sequence_, checkpoint));
+  return Status::OK();
+}
+
+Status Store::CheckFreeSpace(uint64_t write_bytes) const {
+  struct statvfs disk {};
+  if (statvfs(options_.path.c_str(), &disk) != 0) return Status::OK();  // RocksDB will tell
+  const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
+  if (free_bytes >= write_bytes + options_.min_free_bytes) return Status::OK();
+  return Status::IOError("disk nearly full: " + std::to_string(free_bytes) + " bytes free at " +
+                         options_.path + ", keeping at least " +
+                         std::to_string(options_.min_free_bytes) + " beyond a write of " +
+                         std::to_string(write_bytes) + " bytes; not written");
+}
 
 bool Store::CheckpointDue() const {
   return bytes_since_checkpoint_ >= std::max(checkpoint_bytes_, kMinCheckpointBytes);
 }
 
-Status Store::WriteRun(std::span<const KeySnapshot> snapshots, bool checkpoint) {
-  struct statvfs disk {};
-  if (statvfs(options_.path.c_str(), &disk) == 0) {
-    const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
-    if (free_bytes < options_.min_free_bytes) {
-      return Status::IOError("disk nearly full: " + std::to_string(free_bytes) + " bytes free at " +
-                             options_.path + ", keeping at least " +
-                             std::to_string(options_.min_free_bytes) + "; not written");
-    }
-  }
-  const uint64_t sequence = next_sequence_;
-  rocksdb::WriteBatch batch;
-  PartBuilder builder;
-  uint32_t parts = 0;
-  uint64_t bytes = 0;
-  auto put_part = [&] {
-    batch.Put(RunKey(sequence, parts++), builder.part());
-    bytes += builder.part().size();
-    builder.Clear();
-  };
-  for (const KeySnapshot& snapshot : snapshots) {
-    builder.Add(snapshot);
-    if (builder.full()) put_part();
-  }
-  if (!builder.empty()) put_part();
-  if (checkpoint) {
-    batch.DeleteRange(RunKey(0, 0), RunKey(sequence, 0));
+Status Store::Commit(Run* run) {
+  if (!run->builder_.empty()) run->PutPart();
+  if (Status status = CheckFreeSpace(run->bytes_); !status.ok()) return status;
+  rocksdb::WriteBatch& batch = *run->batch_;
+  if (run->checkpoint_) {
+    batch.DeleteRange(RunKey(0, 0), RunKey(run->sequence_, 0));
     std::string encoded;
-    PutBigEndian(sequence, 8, &encoded);
+    PutBigEndian(run->sequence_, 8, &encoded);
     batch.Put(kCheckpointKey, encoded);
   }
   rocksdb::WriteOptions write_options;
@@ -187,13 +196,13 @@ Status Store::WriteRun(std::span<const KeySnapshot> snapshots, bool checkpoint) 
     status = db_->Write(write_options, &batch);  // the error had cleared (space freed)
   }
   if (!status.ok()) return FromRocks(status, "write to " + options_.path);
-  next_sequence_ = sequence + 1;
-  if (checkpoint) {
-    checkpoint_sequence_ = sequence;
-    checkpoint_bytes_ = bytes;
+  next_sequence_ = run->sequence_ + 1;
+  if (run->checkpoint_) {
+    checkpoint_sequence_ = run->sequence_;
+    checkpoint_bytes_ = run->bytes_;
     bytes_since_checkpoint_ = 0;
   } else {
-    bytes_since_checkpoint_ += bytes;
+    bytes_since_checkpoint_ += run->bytes_;
   }
   return Status::OK();
 }

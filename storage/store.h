@@ -1,10 +1,11 @@
 // Store: the node's counters in RocksDB (one data directory per node).
 //
-// Writes: Write() stores a batch of snapshots as one run (storage/run.h) in
-// one WriteBatch, through the WAL; with Options::sync each batch is also
-// fsynced (survives a power loss), without it a batch survives a crash of the
-// process but not of the machine. WriteCheckpoint() stores the whole live
-// state as one run and, in the same atomic batch, deletes every earlier run
+// Writes: a run (storage/run.h) is begun with BeginRun, snapshots are added
+// to it (encoded at once, so that no snapshot needs to be kept), and Commit
+// writes it in one WriteBatch through the WAL; with Options::sync each batch
+// is also fsynced (survives a power loss), without it a batch survives a
+// crash of the process but not of the machine. A checkpoint run holds the
+// whole live state and, in the same atomic batch, deletes every earlier run
 // (a range delete): that is how expired and overwritten state leaves the
 // database. Load() reads the newest checkpoint, then the runs after it in
 // order, so a later snapshot of a key wins over an earlier one.
@@ -20,23 +21,25 @@
 // reports corruption. A record that does not decode is skipped at Load and
 // counted, not fatal.
 //
-// Thread safety: Write, WriteCheckpoint, Load and CheckpointDue are for one
-// caller at a time; DiskBytes and Compact may run concurrently with them.
+// Thread safety: BeginRun, Commit, Load and CheckpointDue are for one caller
+// at a time; DiskBytes and Compact may run concurrently with them. A Run is
+// a value owned by its caller.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "node/clock.h"
 #include "node/g_counter.h"
 #include "node/key_snapshot.h"
 #include "node/status.h"
+#include "storage/run.h"
 
 namespace rocksdb {
 class DB;
+class WriteBatch;
 }
 
 namespace tally::storage {
@@ -47,9 +50,10 @@ class Store {
     std::string path;
     bool sync = false;
     const Clock* clock = SystemClock::Default();  // for the expiry of records; must outlive the Store
-    // Write refuses (IOError) while the disk has less than this free, before
-    // RocksDB runs out of space: RocksDB stops all writes after an out-of-
-    // space error until its own recovery, which polls every few seconds.
+    // BeginRun and Commit refuse (IOError) while the disk would have less
+    // than this free, before RocksDB runs out of space: after an out-of-space
+    // error in its write-ahead log RocksDB refuses every write, and in this
+    // version does not recover within the process.
     uint64_t min_free_bytes = 32ull << 20;
   };
 
@@ -64,10 +68,35 @@ class Store {
   // a directory is never silently taken over by another identity.
   Status LoadNodeId(NodeId wanted, NodeId* node_id);
 
-  // Writes the snapshots as one run (nothing when the disk is nearly full).
-  Status Write(std::span<const KeySnapshot> snapshots);
-  // Writes `all`, every live key's state, as a run that replaces all earlier ones.
-  Status WriteCheckpoint(std::span<const KeySnapshot> all);
+  // One run being built. Add encodes a snapshot into it; nothing reaches
+  // RocksDB before Store::Commit.
+  class Run {
+   public:
+    ~Run();
+    Run(const Run&) = delete;
+    Run& operator=(const Run&) = delete;
+    void Add(const KeySnapshot& snapshot);
+    uint64_t records() const { return records_; }
+
+   private:
+    friend class Store;
+    Run(uint64_t sequence, bool checkpoint);
+    void PutPart();
+
+    const uint64_t sequence_;
+    const bool checkpoint_;  // every live key; replaces all earlier runs
+    std::unique_ptr<rocksdb::WriteBatch> batch_;
+    PartBuilder builder_;
+    uint32_t parts_ = 0;
+    uint64_t bytes_ = 0;
+    uint64_t records_ = 0;
+  };
+
+  // Begins the next run; fails (IOError) at once when the disk is nearly full.
+  Status BeginRun(bool checkpoint, std::unique_ptr<Run>* run);
+  // Writes the run atomically. A failed run may be dropped: the next run
+  // continues the sequence as if it had never begun.
+  Status Commit(Run* run);
   bool CheckpointDue() const;
 
   struct LoadStats {
@@ -90,7 +119,8 @@ class Store {
 
  private:
   explicit Store(const Options& options);
-  Status WriteRun(std::span<const KeySnapshot> snapshots, bool checkpoint);
+  // IOError unless the disk has room for write_bytes and min_free_bytes more.
+  Status CheckFreeSpace(uint64_t write_bytes) const;
 
   const Options options_;
   std::unique_ptr<rocksdb::DB> db_;

@@ -316,6 +316,14 @@ TEST_CASE("merge creates a key and rolls with the windows") {
 namespace tally {
 namespace {
 
+// What CollectChanges (or, with all, CollectAll) hands over, copied.
+std::vector<KeySnapshot> Collect(Limiter& limiter, bool all = false) {
+  std::vector<KeySnapshot> collected;
+  const auto sink = [&](const KeySnapshot& snapshot) { collected.push_back(snapshot); };
+  all ? limiter.CollectAll(sink) : limiter.CollectChanges(sink);
+  return collected;
+}
+
 // With change tracking, each changed key is reported once per collection,
 // with its current state; without it, nothing is recorded.
 TEST_CASE("collect changes reports each changed key once") {
@@ -329,19 +337,15 @@ TEST_CASE("collect changes reports each changed key once") {
     REQUIRE(limiter->Check("b", spec, 2, &decision).ok());
     REQUIRE(limiter->Check("c", spec, 0, &decision).ok());  // a peek changes nothing
   }
-  std::vector<KeySnapshot> changes;
-  tracked.CollectChanges(&changes);
+  std::vector<KeySnapshot> changes = Collect(tracked);
   REQUIRE(changes.size() == 2);
   std::sort(changes.begin(), changes.end(),
             [](const KeySnapshot& x, const KeySnapshot& y) { return x.key < y.key; });
   CHECK(changes[0].key == "a");
   CHECK(changes[0].counts.current.Get(1) == 3);
   CHECK(changes[1].counts.current.Get(1) == 2);
-  changes.clear();
-  tracked.CollectChanges(&changes);
-  CHECK(changes.empty());
-  untracked.CollectChanges(&changes);
-  CHECK(changes.empty());
+  CHECK(Collect(tracked).empty());
+  CHECK(Collect(untracked).empty());
 }
 
 // An entry freed and reused by another key since the last collection is
@@ -356,13 +360,11 @@ TEST_CASE("collect changes survives freed and reused entries") {
   clock.AdvanceMs(2'000);
   REQUIRE(limiter.SweepExpired() == 1);
   REQUIRE(limiter.Check("new", spec, 1, &decision).ok());  // takes the freed slot
-  std::vector<KeySnapshot> changes;
-  limiter.CollectChanges(&changes);
+  std::vector<KeySnapshot> changes = Collect(limiter);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].key == "new");
-  changes.clear();
   REQUIRE(limiter.Check("new", spec, 1, &decision).ok());
-  limiter.CollectChanges(&changes);
+  changes = Collect(limiter);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].counts.current.Get(1) == 2);
 }
@@ -378,18 +380,13 @@ TEST_CASE("collect all snapshots every live key and clears the changes") {
     REQUIRE(limiter.Check("live", LimitSpec{algorithm, 10, 60'000}, 1, &decision).ok());
   }
   REQUIRE(limiter.Check("expiring", LimitSpec{Algorithm::kFixedWindow, 10, 1'000}, 1, &decision).ok());
-  std::vector<KeySnapshot> changes;
-  limiter.CollectChanges(&changes);
-  REQUIRE(changes.size() == 5);
+  REQUIRE(Collect(limiter).size() == 5);
   REQUIRE(limiter.Check("live", LimitSpec{Algorithm::kFixedWindow, 10, 60'000}, 1, &decision).ok());
   clock.AdvanceMs(1'000);
-  std::vector<KeySnapshot> all;
-  limiter.CollectAll(&all);
+  const std::vector<KeySnapshot> all = Collect(limiter, /*all=*/true);
   CHECK(all.size() == 4);
   for (const KeySnapshot& snapshot : all) CHECK(snapshot.key == "live");
-  changes.clear();
-  limiter.CollectChanges(&changes);
-  CHECK(changes.empty());
+  CHECK(Collect(limiter).empty());
 }
 
 // Snapshots restored into a fresh limiter reproduce every algorithm's state:
@@ -406,14 +403,11 @@ TEST_CASE("restore reproduces the state of every algorithm") {
       REQUIRE(original.Check("k", spec, 1, &decision).ok());
       clock.AdvanceMs(37);
     }
-    std::vector<KeySnapshot> snapshots;
-    original.CollectChanges(&snapshots);
+    const std::vector<KeySnapshot> snapshots = Collect(original);
     REQUIRE(snapshots.size() == 1);
     Limiter restored(Limiter::Options{7, 1'000, &clock, true});
     REQUIRE(restored.Restore(snapshots[0]).ok());
-    std::vector<KeySnapshot> none;
-    restored.CollectChanges(&none);
-    CHECK(none.empty());  // restoring is not a change
+    CHECK(Collect(restored).empty());  // restoring is not a change
     for (int i = 0; i < 15; ++i) {
       Decision expected, actual;
       REQUIRE(original.Check("k", spec, 1, &expected).ok());

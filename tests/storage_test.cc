@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -153,6 +154,14 @@ std::unique_ptr<Store> OpenStore(const std::string& path, const Clock* clock) {
   const Status status = Store::Open(Store::Options{path, false, clock}, &store);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   return store;
+}
+
+// Writes the snapshots as one run (a checkpoint when `checkpoint`).
+Status WriteRun(Store& store, std::span<const KeySnapshot> snapshots, bool checkpoint = false) {
+  std::unique_ptr<Store::Run> run;
+  if (Status status = store.BeginRun(checkpoint, &run); !status.ok()) return status;
+  for (const KeySnapshot& snapshot : snapshots) run->Add(snapshot);
+  return store.Commit(run.get());
 }
 
 // Every snapshot Load hands over, in the order it does.
@@ -372,7 +381,7 @@ TEST_CASE("storage: Load returns what Write wrote and skips expired records") {
   ManualClock clock(kStartMs);
   TempDir dir;
   const std::vector<KeySnapshot> written = Samples(kStartMs);
-  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());
+  REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
   std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   Store::LoadStats stats;
   CheckSame(LoadAll(*store, &stats), written);
@@ -398,7 +407,7 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   ManualClock clock(kStartMs);
   TempDir dir;
   const std::vector<KeySnapshot> written = Samples(kStartMs);
-  REQUIRE(OpenStore(dir.Path("data"), &clock)->Write(written).ok());  // run 1
+  REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());  // run 1
   const KeySnapshot unknown_algorithm = Bucket("x", 1'000, 1, kStartMs);
   std::string bad_key = storage::EncodeRecordKey(unknown_algorithm);
   bad_key[1] = 9;
@@ -427,15 +436,15 @@ TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
   {
     std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
     const KeySnapshot first[] = {Bucket("a", 4'000, 1, kStartMs), Bucket("gone", 4'000, 1, kStartMs)};
-    REQUIRE(store->Write(first).ok());
+    REQUIRE(WriteRun(*store, first).ok());
     const KeySnapshot checkpoint[] = {Bucket("a", 4'000, 2, kStartMs), Bucket("b", 4'000, 2, kStartMs)};
-    REQUIRE(store->WriteCheckpoint(checkpoint).ok());
+    REQUIRE(WriteRun(*store, checkpoint, /*checkpoint=*/true).ok());
     const KeySnapshot later[] = {Bucket("a", 4'000, 3, kStartMs)};
-    REQUIRE(store->Write(later).ok());
+    REQUIRE(WriteRun(*store, later).ok());
   }
   std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   const KeySnapshot next[] = {Bucket("a", 4'000, 4, kStartMs)};  // continues after run 3
-  REQUIRE(store->Write(next).ok());
+  REQUIRE(WriteRun(*store, next).ok());
   Store::LoadStats stats;
   const std::vector<KeySnapshot> loaded = LoadAll(*store, &stats);
   REQUIRE(loaded.size() == 4);
@@ -460,13 +469,13 @@ TEST_CASE("storage: a checkpoint is due once later runs outgrow it") {
   }
   uint64_t written_bytes = 0;
   while (!store->CheckpointDue()) {
-    REQUIRE(store->Write(batch).ok());
+    REQUIRE(WriteRun(*store, batch).ok());
     written_bytes += 10'000 * 30;  // about 30 bytes a record
   }
   CHECK(written_bytes >= Store::kMinCheckpointBytes / 2);
-  REQUIRE(store->WriteCheckpoint(batch).ok());
+  REQUIRE(WriteRun(*store, batch, /*checkpoint=*/true).ok());
   CHECK_FALSE(store->CheckpointDue());
-  REQUIRE(store->Write(batch).ok());
+  REQUIRE(WriteRun(*store, batch).ok());
   CHECK_FALSE(store->CheckpointDue());
 }
 
@@ -481,7 +490,7 @@ TEST_CASE("storage: a checkpoint frees what earlier runs held") {
     batch.push_back(Counting("short-lived key " + std::to_string(i), Algorithm::kFixedWindow,
                              1'000, kStartMs / 1'000, {{1, uint64_t(i)}, {2, 3}}, {}));
     if (batch.size() == 1'000) {
-      REQUIRE(store->Write(batch).ok());
+      REQUIRE(WriteRun(*store, batch).ok());
       batch.clear();
     }
   }
@@ -490,7 +499,7 @@ TEST_CASE("storage: a checkpoint frees what earlier runs held") {
   REQUIRE(store->Compact().ok());
   const uint64_t before = store->DiskBytes();
   clock.AdvanceMs(2'000);
-  REQUIRE(store->WriteCheckpoint({&live, 1}).ok());
+  REQUIRE(WriteRun(*store, {&live, 1}, /*checkpoint=*/true).ok());
   REQUIRE(store->Compact().ok());
   const uint64_t after = store->DiskBytes();
   CAPTURE(before);
@@ -502,7 +511,7 @@ TEST_CASE("storage: a checkpoint frees what earlier runs held") {
 }
 
 auto Tied(const Persister::Stats& s) {
-  return std::tuple(s.flushes, s.keys_written, s.write_errors, s.pending_keys);
+  return std::tuple(s.flushes, s.keys_written, s.write_errors, s.unsaved);
 }
 
 // A limiter restored from the Persister's flush decides identically; an empty Flush writes nothing.
@@ -575,10 +584,18 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   CHECK(stats.records == 1);
 }
 
-// The full-disk scenario on the tmpfs at `dir` (run by the child process below).
-void FullDiskScenario(const std::string& dir) {
+// The full-disk scenario on the tmpfs at `dir` (run by the child process
+// below). With the default guard (32 MiB) on a 1 MiB disk every run is
+// refused before anything is collected; with a 512 KiB guard runs are begun
+// until one is refused at commit, and the changes it held are unsaved until
+// the checkpoint that the next flush writes.
+void FullDiskScenario(const std::string& dir, uint64_t min_free_bytes) {
   ManualClock clock(kStartMs);
-  std::unique_ptr<Store> store = OpenStore(dir + "/data", &clock);
+  std::unique_ptr<Store> store;
+  Store::Options options{dir + "/data", false, &clock};
+  options.min_free_bytes = min_free_bytes;
+  const Status opened = Store::Open(options, &store);
+  REQUIRE_MESSAGE(opened.ok(), opened.ToString());
   Limiter limiter(Limiter::Options{1, 1'000'000, &clock, /*track_changes=*/true});
   auto persister = std::make_unique<Persister>(Persister::Options{}, &limiter, store.get(), &clock);
   std::vector<std::string> keys;
@@ -595,12 +612,15 @@ void FullDiskScenario(const std::string& dir) {
   REQUIRE_MESSAGE(!flushed.ok(), "1 MiB never filled up");
   MESSAGE("full after " << keys.size() << " keys: " << flushed.ToString());
   CHECK(persister->stats().write_errors > 0);
-  CHECK(persister->stats().pending_keys > 0);
+  const bool refused_at_commit = min_free_bytes < Store::Options().min_free_bytes;
+  CHECK(persister->stats().unsaved == refused_at_commit);
 
   REQUIRE(Run("mount -o remount,size=64m '" + dir + "'"));
+  const uint64_t checkpoints = persister->stats().checkpoints;
   const Status retried = persister->Flush();
   CHECK_MESSAGE(retried.ok(), retried.ToString());
-  CHECK(persister->stats().pending_keys == 0);
+  CHECK_FALSE(persister->stats().unsaved);
+  if (refused_at_commit) CHECK(persister->stats().checkpoints == checkpoints + 1);
   persister.reset();
   store.reset();
   store = OpenStore(dir + "/data", &clock);
@@ -616,23 +636,32 @@ constexpr const char* kFullDiskTest =
     "storage: Persister retries writes that failed on a full disk";
 constexpr const char* kFullDiskEnv = "TALLY_STORAGE_TEST_TMPFS";
 
-// On a full disk, Flush fails and keeps the changes; once there is room, the next Flush writes all.
+// On a full disk, Flush fails and nothing is lost; once there is room, the next Flush writes all.
 TEST_CASE(kFullDiskTest) {
   // Needs mount (root): skipped with a message where impossible. The scenario runs in a child (this
   // test re-executed) so that a crash in it fails this test and the tmpfs is always unmounted.
-  if (const char* child_dir = std::getenv(kFullDiskEnv)) return FullDiskScenario(child_dir);
-  TempDir dir;
-  TmpfsMount mount(dir.Path("mnt"), "1m");
-  if (!mount.mounted()) {
-    MESSAGE("skipped: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
-    return;
+  // The child's environment: "<tmpfs dir>:<min_free_bytes>".
+  if (const char* child = std::getenv(kFullDiskEnv)) {
+    const std::string spec(child);
+    const size_t colon = spec.rfind(':');
+    return FullDiskScenario(spec.substr(0, colon), std::stoull(spec.substr(colon + 1)));
   }
-  const int status = std::system((std::string(kFullDiskEnv) + "='" + dir.Path("mnt") + "' '" +
-                                  fs::read_symlink("/proc/self/exe").string() + "' --test-case='" +
-                                  kFullDiskTest + "'").c_str());
-  CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0),
-                "the child run failed or crashed (wait status " << status << "): see its output");
-  CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
+  for (const uint64_t min_free_bytes : {uint64_t{512} << 10, Store::Options().min_free_bytes}) {
+    CAPTURE(min_free_bytes);
+    TempDir dir;
+    TmpfsMount mount(dir.Path("mnt"), "1m");
+    if (!mount.mounted()) {
+      MESSAGE("skipped: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
+      return;
+    }
+    const int status = std::system(
+        (std::string(kFullDiskEnv) + "='" + dir.Path("mnt") + ":" + std::to_string(min_free_bytes) +
+         "' '" + fs::read_symlink("/proc/self/exe").string() + "' --test-case='" + kFullDiskTest +
+         "'").c_str());
+    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0),
+                  "the child run failed or crashed (wait status " << status << "): see its output");
+    CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
+  }
 }
 
 }  // namespace
