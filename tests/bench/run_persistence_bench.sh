@@ -11,7 +11,8 @@
 #     on a freshly started tallyd, alternating, ROUNDS times. Ratio of the
 #     mean decisions/s, persistence/memory-only (goal >= 0.90), and per round;
 #  2. RocksDB writes during the persistence runs: keys written and flushes
-#     per second, from tallyctl stats before and after each run;
+#     per second, from tallyctl stats before and after each run; and the share
+#     of tallyd's CPU its persistence threads took (per-thread /proc times);
 #  3. restart with RESTART_KEYS live keys: load them (window 1 h, batch 100,
 #     20 checks per key on average so that practically every key is hit: the
 #     count actually held is reported), wait for the last flush, SIGTERM
@@ -92,6 +93,17 @@ loadgen() {
 # cpu_ms PID: the CPU time (user + system, all threads) the process has used.
 ticks_per_s=$(getconf CLK_TCK)
 cpu_ms() { awk -v hz="$ticks_per_s" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
+# storage_cpu_ms PID: the CPU time of its persistence threads (tally-flush,
+# tally-compact, RocksDB's rocksdb:*), read per thread: the direct cost.
+storage_cpu_ms() {
+  local task total=0
+  for task in /proc/"$1"/task/*; do
+    case "$(cat "$task/comm")" in
+      tally-flush | tally-compact | rocksdb:*) total=$((total + $(cpu_ms "${task#/proc/}"))) ;;
+    esac
+  done
+  echo "$total"
+}
 
 # throughput LABEL MODE DEPTH BATCH: one run on a fresh tallyd, MODE off
 # (--memory-only) or on (persistence in a new data directory).
@@ -101,10 +113,12 @@ throughput() {
   bench_start_tallyd "$work_dir/$label.log" "$work_dir/$label.port" 10 --threads 1 "${store[@]}"
   stats "$label.before"
   start_us=$(bench_now_us)  # the counters' interval: from this reply to the next
-  local cpu_before_ms cpu_after_ms
+  local cpu_before_ms cpu_after_ms storage_before_ms storage_after_ms
   cpu_before_ms=$(cpu_ms "$tallyd_pid")
+  storage_before_ms=$(storage_cpu_ms "$tallyd_pid")
   loadgen "$label" --depth "$depth" --batch "$batch" --keys "$keys" --duration-ms "$duration_ms"
   cpu_after_ms=$(cpu_ms "$tallyd_pid")
+  storage_after_ms=$(storage_cpu_ms "$tallyd_pid")
   stats "$label.after"
   end_us=$(bench_now_us)
   stop_tallyd
@@ -118,9 +132,10 @@ throughput() {
   local cpu_ns_per_decision
   cpu_ns_per_decision=$(calc "c * 1e6 / d" c=$((cpu_after_ms - cpu_before_ms)) \
     d="$(bench_json_field "$work_dir/$label.json" decisions)")
-  printf '{"scenario": "throughput", "label": "%s", "persistence": %s, "depth": %s, "batch": %s, "decisions_per_s": %s, "cpu_ns_per_decision": %s, "p50_us": %s, "p99_us": %s, "stats_interval_s": %s, "storage_keys_written": %s, "storage_flushes": %s, "storage_write_errors": %s, "keys_written_per_s": %s, "flushes_per_s": %s, "loadgen": %s}\n' \
+  printf '{"scenario": "throughput", "label": "%s", "persistence": %s, "depth": %s, "batch": %s, "decisions_per_s": %s, "cpu_ns_per_decision": %s, "storage_cpu_share": %s, "p50_us": %s, "p99_us": %s, "stats_interval_s": %s, "storage_keys_written": %s, "storage_flushes": %s, "storage_write_errors": %s, "keys_written_per_s": %s, "flushes_per_s": %s, "loadgen": %s}\n' \
     "$label" "$([ "$mode" = on ] && echo true || echo false)" "$depth" "$batch" \
     "$(bench_json_field "$work_dir/$label.json" decisions_per_s)" "$cpu_ns_per_decision" \
+    "$(calc "c > 0 ? 100 * s / c : 0" s=$((storage_after_ms - storage_before_ms)) c=$((cpu_after_ms - cpu_before_ms)))" \
     "$(bench_json_field "$work_dir/$label.json" p50_us)" \
     "$(bench_json_field "$work_dir/$label.json" p99_us)" "$seconds" \
     "$written" "$flushes" "$errors" "$(calc "w / t" w="$written" t="$seconds")" \
@@ -242,13 +257,15 @@ for scenario in "${scenarios[@]}"; do
 done
 
 echo
-echo "== tallyd CPU time per decision, mean of $rounds rounds (all threads; robust to how much CPU the machine lends)"
-printf "%-12s %12s %12s %10s\n" scenario off_ns on_ns off/on
+echo "== tallyd CPU time per decision, mean of $rounds rounds (all threads), and the share of the"
+echo "   persistence runs' tallyd CPU spent in its persistence threads (tally-flush, tally-compact, rocksdb:*)"
+printf "%-12s %12s %12s %10s %18s\n" scenario off_ns on_ns off/on storage_cpu_%
 for scenario in "${scenarios[@]}"; do
   IFS=: read -r title name _ _ <<<"$scenario"
   off=$(mean "tally-$name-off" cpu_ns_per_decision)
   on=$(mean "tally-$name-on" cpu_ns_per_decision)
-  printf "%-12s %12s %12s %10s\n" "$title" "$off" "$on" "$(bench_ratio "$off" "$on")"
+  printf "%-12s %12s %12s %10s %18s\n" "$title" "$off" "$on" "$(bench_ratio "$off" "$on")" \
+    "$(mean "tally-$name-on" storage_cpu_share)"
 done
 
 echo
