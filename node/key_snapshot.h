@@ -1,8 +1,10 @@
-// KeySnapshot: the whole state of one limit (key, algorithm, window_ms) as a
-// value, for persistence: Limiter::CollectChanges produces them, storage/
-// writes and reads them, Limiter::Restore takes them back.
+// KeySnapshot: the state of one limit (key, algorithm, window_ms) as a value.
+// For persistence it is the whole state (Limiter::CollectChanges produces
+// them, storage/ writes and reads them, Limiter::Restore takes them back);
+// for replication it is what some nodes contributed (Limiter::Merge).
 //
-// Only the member for the snapshot's algorithm is meaningful.
+// Only the member for the snapshot's algorithm is meaningful. Node-tagged
+// state (counts' slots, log stamps) includes the own node's, under its id.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,22 @@
 
 namespace tally {
 
+// One node's sliding-log entries of a key: (time, cost), oldest first, at
+// most one per millisecond (a node adds later cost of the same ms to it, so
+// the cost of a stamp only grows: merging takes the max).
+struct NodeStamps {
+  NodeId node = 0;
+  std::vector<LogStamp> stamps;
+
+  bool operator==(const NodeStamps&) const = default;
+};
+
 struct KeySnapshot {
   std::string key;
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;
   uint64_t window_ms = 0;
-  WindowCounts counts;               // fixed window, sliding counter: every node's slots
-  std::vector<LogStamp> log_stamps;  // sliding log: the live entries, oldest first
+  WindowCounts counts;          // fixed window, sliding counter: every node's slots
+  std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
   uint64_t bucket_level = 0;         // token bucket: token-ms, see decide.h
   int64_t bucket_refilled_at_ms = 0;
 

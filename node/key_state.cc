@@ -22,6 +22,61 @@ void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
   }
 }
 
+// Drops entries at or before cutoff_ms.
+void TrimStamps(StampLog& log, int64_t cutoff_ms) {
+  while (log.first < log.stamps.size() && log.stamps[log.first].at_ms <= cutoff_ms) {
+    log.live_total -= log.stamps[log.first].cost;
+    ++log.first;
+  }
+  // Compact once the dead prefix is at least half the vector: amortised O(1).
+  if (log.first > 0 && log.first * 2 >= log.stamps.size()) {
+    log.stamps.erase(log.stamps.begin(), log.stamps.begin() + log.first);
+    log.first = 0;
+    if (log.stamps.capacity() > 4 * log.stamps.size() + 4) log.stamps.shrink_to_fit();
+  }
+}
+
+// Max-merges `incoming` (strictly increasing times) into the live entries of
+// `log`; entries at or before cutoff_ms are skipped.
+void MergeStamps(StampLog& log, std::span<const LogStamp> incoming, int64_t cutoff_ms) {
+  const std::span<const LogStamp> live = LiveStamps(log);
+  if (!incoming.empty() && (live.empty() || incoming.front().at_ms >= live.back().at_ms)) {
+    // The usual case, a peer's newer entries: append (the first may update the last).
+    for (const LogStamp& stamp : incoming) {
+      const uint64_t cost = std::min<uint64_t>(stamp.cost, kMaxLimit);
+      if (stamp.at_ms <= cutoff_ms || cost == 0) continue;
+      if (log.stamps.size() > log.first && log.stamps.back().at_ms == stamp.at_ms) {
+        if (cost > log.stamps.back().cost) {
+          log.live_total += cost - log.stamps.back().cost;
+          log.stamps.back().cost = cost;
+        }
+      } else {
+        log.stamps.push_back({stamp.at_ms, cost});
+        log.live_total += cost;
+      }
+    }
+    return;
+  }
+  std::vector<LogStamp> merged;
+  merged.reserve(live.size() + incoming.size());
+  size_t i = 0;
+  for (const LogStamp& stamp : incoming) {
+    const uint64_t cost = std::min<uint64_t>(stamp.cost, kMaxLimit);
+    if (stamp.at_ms <= cutoff_ms || cost == 0) continue;
+    while (i < live.size() && live[i].at_ms < stamp.at_ms) merged.push_back(live[i++]);
+    if (i < live.size() && live[i].at_ms == stamp.at_ms) {
+      merged.push_back({stamp.at_ms, std::max(cost, live[i++].cost)});
+    } else {
+      merged.push_back({stamp.at_ms, cost});
+    }
+  }
+  merged.insert(merged.end(), live.begin() + static_cast<ptrdiff_t>(i), live.end());
+  log.stamps = std::move(merged);
+  log.first = 0;
+  log.live_total = 0;
+  for (const LogStamp& stamp : log.stamps) log.live_total += stamp.cost;
+}
+
 }  // namespace
 
 void AdvanceTo(CounterEntry& entry, int64_t window_index) {
@@ -85,35 +140,94 @@ bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_m
 
 void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms) {
   const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
-  while (entry.first < entry.stamps.size() && entry.stamps[entry.first].at_ms <= cutoff_ms) {
-    entry.live_total -= entry.stamps[entry.first].cost;
-    ++entry.first;
-  }
-  // Compact once the dead prefix is at least half the vector: amortised O(1).
-  if (entry.first > 0 && entry.first * 2 >= entry.stamps.size()) {
-    entry.stamps.erase(entry.stamps.begin(), entry.stamps.begin() + entry.first);
-    entry.first = 0;
-    if (entry.stamps.capacity() > 4 * entry.stamps.size() + 4) entry.stamps.shrink_to_fit();
-  }
+  TrimStamps(entry.own, cutoff_ms);
+  if (!entry.remote) return;
+  auto& nodes = entry.remote->nodes;
+  for (auto& [node, log] : nodes) TrimStamps(log, cutoff_ms);
+  std::erase_if(nodes, [](const auto& node_log) { return node_log.second.live_total == 0; });
+  if (nodes.empty()) entry.remote.reset();
 }
 
-std::span<const LogStamp> LiveStamps(const LogEntry& entry) {
-  return std::span<const LogStamp>(entry.stamps).subspan(entry.first);
+std::span<const LogStamp> LiveStamps(const StampLog& log) {
+  return std::span<const LogStamp>(log.stamps).subspan(log.first);
+}
+
+std::span<const LogStamp> ClusterStamps(const LogEntry& entry, std::vector<LogStamp>* scratch) {
+  if (!entry.remote) return LiveStamps(entry.own);
+  const std::span<const LogStamp> own = LiveStamps(entry.own);
+  scratch->assign(own.begin(), own.end());
+  for (const auto& [node, log] : entry.remote->nodes) {
+    const std::span<const LogStamp> live = LiveStamps(log);
+    scratch->insert(scratch->end(), live.begin(), live.end());
+  }
+  std::sort(scratch->begin(), scratch->end(),
+            [](const LogStamp& a, const LogStamp& b) { return a.at_ms < b.at_ms; });
+  return *scratch;
+}
+
+uint64_t ClusterTotal(const LogEntry& entry) {
+  uint64_t total = entry.own.live_total;
+  if (entry.remote) {
+    for (const auto& [node, log] : entry.remote->nodes) total += log.live_total;
+  }
+  return total;
 }
 
 void AppendLog(LogEntry& entry, int64_t now_ms, uint64_t cost) {
-  entry.live_total += cost;
-  if (entry.stamps.size() > entry.first && entry.stamps.back().at_ms == now_ms) {
-    entry.stamps.back().cost += cost;
+  StampLog& own = entry.own;
+  own.live_total += cost;
+  if (own.stamps.size() > own.first && own.stamps.back().at_ms == now_ms) {
+    own.stamps.back().cost += cost;
   } else {
-    entry.stamps.push_back(LogStamp{now_ms, cost});
+    own.stamps.push_back(LogStamp{now_ms, cost});
   }
+}
+
+void ExportLog(const LogEntry& entry, NodeId self, std::vector<NodeStamps>* log) {
+  log->clear();
+  const auto add = [&](NodeId node, const StampLog& stamps) {
+    const std::span<const LogStamp> live = LiveStamps(stamps);
+    if (!live.empty()) log->push_back(NodeStamps{node, {live.begin(), live.end()}});
+  };
+  add(self, entry.own);
+  if (entry.remote) {
+    for (const auto& [node, stamps] : entry.remote->nodes) add(node, stamps);
+  }
+  std::sort(log->begin(), log->end(),
+            [](const NodeStamps& a, const NodeStamps& b) { return a.node < b.node; });
+}
+
+void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uint64_t window_ms,
+              int64_t now_ms) {
+  const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
+  for (const NodeStamps& from : log) {
+    if (from.node == self) {
+      MergeStamps(entry.own, from.stamps, cutoff_ms);
+      continue;
+    }
+    if (!entry.remote) entry.remote = std::make_unique<RemoteLogs>();
+    auto& nodes = entry.remote->nodes;
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), from.node,
+                               [](const auto& node_log, NodeId id) { return node_log.first < id; });
+    if (it == nodes.end() || it->first != from.node) it = nodes.insert(it, {from.node, StampLog()});
+    MergeStamps(it->second, from.stamps, cutoff_ms);
+  }
+  TrimLog(entry, window_ms, now_ms);  // drops what merged nothing live
 }
 
 bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
-  return entry.stamps.size() == entry.first ||
-         entry.stamps.back().at_ms <= now_ms - static_cast<int64_t>(window_ms);
+  const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
+  const auto expired = [&](const StampLog& log) {
+    return log.stamps.size() == log.first || log.stamps.back().at_ms <= cutoff_ms;
+  };
+  if (!expired(entry.own)) return false;
+  if (entry.remote) {
+    for (const auto& [node, log] : entry.remote->nodes) {
+      if (!expired(log)) return false;
+    }
+  }
+  return true;
 }
 
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
@@ -127,8 +241,15 @@ int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter:
       return (snapshot.counts.window_index + WindowsKept(snapshot.algorithm)) * window_ms;
-    case Algorithm::kSlidingWindowLog:
-      return snapshot.log_stamps.empty() ? 0 : snapshot.log_stamps.back().at_ms + window_ms;
+    case Algorithm::kSlidingWindowLog: {
+      int64_t expires_at_ms = 0;
+      for (const NodeStamps& node : snapshot.log) {
+        if (!node.stamps.empty()) {
+          expires_at_ms = std::max(expires_at_ms, node.stamps.back().at_ms + window_ms);
+        }
+      }
+      return expires_at_ms;
+    }
     case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
   }
   return 0;

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "node/compact_key.h"
 #include "node/decide.h"
 #include "node/g_counter.h"
+#include "node/key_snapshot.h"
 #include "node/limit.h"
 
 namespace tally {
@@ -49,19 +51,44 @@ int64_t WindowsKept(Algorithm algorithm);
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
                int64_t now_ms);
 
-// Sliding-window log: admitted (time, cost) entries, oldest first; those
-// before `first` have left the window and await compaction.
-struct LogEntry {
-  CompactKey key;
+// One node's sliding-log entries, oldest first; those before `first` have
+// left the window and await compaction.
+struct StampLog {
   std::vector<LogStamp> stamps;
   uint32_t first = 0;
   uint64_t live_total = 0;  // cost of stamps[first..]
 };
 
-// Drops entries at or before now_ms - window_ms.
+// Other nodes' entries of a log key: allocated only once a peer reports some.
+struct RemoteLogs {
+  std::vector<std::pair<NodeId, StampLog>> nodes;  // sorted by node id
+};
+
+// Sliding-window log: this node's admitted (time, cost) entries, and those
+// peers reported.
+struct LogEntry {
+  CompactKey key;
+  StampLog own;
+  int64_t gossip_from_ms = 0;  // own stamps from this time on are not gossiped yet
+  std::unique_ptr<RemoteLogs> remote;
+};
+
+// Drops every node's entries at or before now_ms - window_ms.
 void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms);
-std::span<const LogStamp> LiveStamps(const LogEntry& entry);
+std::span<const LogStamp> LiveStamps(const StampLog& log);
+// Every node's live entries, oldest first (without peers: the own ones;
+// otherwise merged into *scratch), and their total cost.
+std::span<const LogStamp> ClusterStamps(const LogEntry& entry, std::vector<LogStamp>* scratch);
+uint64_t ClusterTotal(const LogEntry& entry);
 void AppendLog(LogEntry& entry, int64_t now_ms, uint64_t cost);
+// Every node's live entries (TrimLog first), the own ones under `self`.
+void ExportLog(const LogEntry& entry, NodeId self, std::vector<NodeStamps>* log);
+// Max-merges node-tagged entries (each node's oldest first, strictly
+// increasing times; costs clamped to kMaxLimit). Entries at or before
+// now_ms - window_ms are ignored. Entries under `self` go into the own log:
+// that is how a restarted node recovers entries it had not persisted.
+void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uint64_t window_ms,
+              int64_t now_ms);
 bool IsExpired(const LogEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 // Token bucket: the level (token-ms, see decide.h) at `refilled_at_ms`.

@@ -13,15 +13,33 @@ namespace {
 constexpr size_t kShardBits = 6;
 constexpr size_t kShardCount = size_t{1} << kShardBits;
 
-bool IsCounting(Algorithm algorithm) {
-  return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter;
+bool IsReplicated(Algorithm algorithm) {
+  return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter ||
+         algorithm == Algorithm::kSlidingWindowLog;
 }
 
-Status ValidateCounting(std::string_view key, const LimitSpec& spec) {
+Status ValidateReplicated(std::string_view key, const LimitSpec& spec) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
   if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  if (!IsCounting(spec.algorithm)) {
-    return Status::InvalidArgument("only fixed_window and sliding_counter keep replicated counts");
+  if (!IsReplicated(spec.algorithm)) {
+    return Status::InvalidArgument("the token bucket is not replicated: it is local to each node");
+  }
+  return Status::OK();
+}
+
+// A snapshot's log must be ordered as the engine keeps it: by node, and each
+// node's stamps strictly increasing in time.
+Status ValidateLog(std::span<const NodeStamps> log) {
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].node == 0 || (i > 0 && log[i - 1].node >= log[i].node)) {
+      return Status::InvalidArgument("log stamps not grouped by increasing non-zero node id");
+    }
+    const std::vector<LogStamp>& stamps = log[i].stamps;
+    for (size_t j = 1; j < stamps.size(); ++j) {
+      if (stamps[j - 1].at_ms >= stamps[j].at_ms) {
+        return Status::InvalidArgument("log stamps of a node not in increasing time order");
+      }
+    }
   }
   return Status::OK();
 }
@@ -30,7 +48,10 @@ Status ValidateCounting(std::string_view key, const LimitSpec& spec) {
 
 Limiter::Limiter(const Options& options)
     : options_(options), budget_(options.max_keys), shards_(std::make_unique<Shard[]>(kShardCount)) {
-  for (size_t i = 0; i < kShardCount; ++i) shards_[i].track_changes = options.track_changes;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    shards_[i].track_changes = options.track_changes;
+    shards_[i].replicate = options.replicate;
+  }
 }
 
 Limiter::~Limiter() = default;
@@ -109,22 +130,44 @@ size_t Limiter::SweepIfDue() {
   return SweepExpired();
 }
 
-Status Limiter::ReadCounts(std::string_view key, const LimitSpec& spec, WindowCounts* counts) {
-  if (Status status = ValidateCounting(key, spec); !status.ok()) return status;
+Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot) {
+  if (Status status = ValidateReplicated(key, spec); !status.ok()) return status;
   const size_t hash = HashKey(key);
   const bool found = InShard(hash, [&](Shard& shard, int64_t now_ms) {
-    return shard.ReadCounts(key, hash, spec, options_.node_id, now_ms, counts);
+    return shard.Read(key, hash, spec, options_.node_id, now_ms, snapshot);
   });
-  return found ? Status::OK() : Status::NotFound("no live counts for this key");
+  return found ? Status::OK() : Status::NotFound("no live state for this key");
 }
 
-Status Limiter::MergeCounts(std::string_view key, const LimitSpec& spec,
-                            const WindowCounts& counts) {
-  if (Status status = ValidateCounting(key, spec); !status.ok()) return status;
-  const size_t hash = HashKey(key);
+Status Limiter::Merge(const KeySnapshot& snapshot) {
+  if (Status status =
+          ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
+  const size_t hash = HashKey(snapshot.key);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
-    return shard.MergeCounts(budget_, key, hash, spec, options_.node_id, now_ms, counts);
+    return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms);
   });
+}
+
+void Limiter::CollectGossip(const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.CollectGossip(options_.node_id, &scratch, sink);
+  }
+}
+
+size_t Limiter::shard_count() { return kShardCount; }
+
+void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  Shard& shard = shards_[shard_index];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
 }
 
 size_t Limiter::SweepExpired() {
@@ -161,6 +204,7 @@ Status Limiter::Restore(const KeySnapshot& snapshot) {
   if (Status status = ValidateSpec({snapshot.algorithm, 0, snapshot.window_ms}); !status.ok()) {
     return status;
   }
+  if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
   const size_t hash = HashKey(snapshot.key);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Restore(budget_, snapshot, hash, options_.node_id, now_ms);

@@ -54,6 +54,8 @@ class Limiter {
     const Clock* clock = SystemClock::Default();  // not owned; must outlive the Limiter
     // Record which keys change, for CollectChanges (persistence). Off: no cost.
     bool track_changes = false;
+    // Record which keys are admitted to, for CollectGossip (replication).
+    bool replicate = false;
   };
 
   explicit Limiter(const Options& options);
@@ -81,14 +83,27 @@ class Limiter {
   };
   void CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results);
 
-  // Counting algorithms only (fixed window, sliding-window counter); spec.limit
-  // is ignored. ReadCounts gives every node's slots for the key's live windows,
-  // or NotFound when it holds none. MergeCounts takes the slot-wise max with
-  // `counts` (slots of windows that have expired are ignored; a newer window
-  // moves the key forward). A slot for this node's own id raises the own slot:
-  // that is how a restarted node recovers increments it had not persisted.
-  Status ReadCounts(std::string_view key, const LimitSpec& spec, WindowCounts* counts);
-  Status MergeCounts(std::string_view key, const LimitSpec& spec, const WindowCounts& counts);
+  // Replication: fixed window, sliding-window counter and sliding-window log
+  // (the token bucket stays local); spec.limit is ignored. Read gives every
+  // node's state of the key's live windows (counts' slots, log stamps), or
+  // NotFound when it holds none. Merge takes the slot-wise / stamp-wise max
+  // with a snapshot (state that has expired is ignored; a newer window moves
+  // a counting key forward; a log must be ordered as KeySnapshot says, else
+  // InvalidArgument). State under this node's own id raises its own: that is
+  // how a restarted node recovers increments it had not persisted. A merge
+  // counts as a change for CollectChanges, not for CollectGossip (no relay).
+  Status Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot);
+  Status Merge(const KeySnapshot& snapshot);
+
+  // With Options::replicate: hands the sink, for each key admitted to since
+  // the previous call, this node's own contribution (counts: its slots of
+  // the key's windows; log: its stamps not sent yet). CollectReplica hands
+  // it every node's state of every live replicated key of one shard
+  // (0 .. shard_count() - 1), for anti-entropy. Sinks run with a shard
+  // locked: they must not call the Limiter.
+  void CollectGossip(const SnapshotSink& sink);
+  static size_t shard_count();
+  void CollectReplica(size_t shard, const SnapshotSink& sink);
 
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();

@@ -44,9 +44,8 @@ size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
 void FillSnapshot(const CounterEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportCounts(entry, self, &snapshot->counts);
 }
-void FillSnapshot(const LogEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
-  const std::span<const LogStamp> live = LiveStamps(entry);
-  snapshot->log_stamps.assign(live.begin(), live.end());
+void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
+  ExportLog(entry, self, &snapshot->log);
 }
 void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
   snapshot->bucket_level = entry.level;
@@ -72,10 +71,10 @@ template <typename Entry>
 void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
                            KeySnapshot* scratch, const SnapshotSink& sink) {
   for (auto& limit_class : classes) {
-    for (Entry* entry : limit_class.changed) {
+    for (Entry* entry : limit_class.changed[kStorageMark]) {
       if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, scratch, sink);
     }
-    limit_class.changed.clear();
+    limit_class.changed[kStorageMark].clear();
   }
 }
 
@@ -91,7 +90,7 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
         Collect(limit_class, entry, self, scratch, sink);
       }
     });
-    limit_class.changed.clear();
+    limit_class.changed[kStorageMark].clear();
   }
 }
 
@@ -119,10 +118,14 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
 
 template <typename Entry>
 void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
-                        Entry* entry) {
-  if (!track_changes || entry->key.marked(kStorageMark)) return;
-  entry->key.set_marked(kStorageMark, true);
-  FindClass(classes, spec.algorithm, spec.window_ms)->changed.push_back(entry);
+                        Entry* entry, bool local) {
+  const auto mark = [&](int which) {
+    if (entry->key.marked(which)) return;
+    entry->key.set_marked(which, true);
+    FindClass(classes, spec.algorithm, spec.window_ms)->changed[which].push_back(entry);
+  };
+  if (track_changes) mark(kStorageMark);
+  if (replicate && local && spec.algorithm != Algorithm::kTokenBucket) mark(kGossipMark);
 }
 
 template <typename F>
@@ -176,7 +179,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     }
     if (is_new) entry->window_index = window_index;
     entry->own_current += static_cast<uint32_t>(cost);
-    MarkChanged(counters, spec, entry);
+    MarkChanged(counters, spec, entry, /*local=*/true);
   }
   *decision = result;
   return Status::OK();
@@ -187,14 +190,15 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
   LogEntry* entry = FindEntry(logs, spec, key, hash);
   if (entry) TrimLog(*entry, spec.window_ms, now_ms);
   const Decision result =
-      entry ? DecideSlidingLog(spec, LiveStamps(*entry), entry->live_total, now_ms, cost)
+      entry ? DecideSlidingLog(spec, ClusterStamps(*entry, &stamp_scratch), ClusterTotal(*entry),
+                               now_ms, cost)
             : DecideSlidingLog(spec, {}, 0, now_ms, cost);
   if (result.allowed && cost > 0) {
     if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
       return status;
     }
     AppendLog(*entry, now_ms, cost);
-    MarkChanged(logs, spec, entry);
+    MarkChanged(logs, spec, entry, /*local=*/true);
   }
   *decision = result;
   return Status::OK();
@@ -215,7 +219,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
     }
     entry->level = level - cost * spec.window_ms;
     entry->refilled_at_ms = now_ms;
-    MarkChanged(buckets, spec, entry);
+    MarkChanged(buckets, spec, entry, /*local=*/true);
   }
   *decision = result;
   return Status::OK();
@@ -238,37 +242,59 @@ void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& sp
   });
 }
 
-bool Shard::ReadCounts(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
-                       int64_t now_ms, WindowCounts* counts) {
+bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+                 int64_t now_ms, KeySnapshot* snapshot) {
+  snapshot->key.assign(key);
+  snapshot->algorithm = spec.algorithm;
+  snapshot->window_ms = spec.window_ms;
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    LogEntry* entry = FindEntry(logs, spec, key, hash);
+    if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+    TrimLog(*entry, spec.window_ms, now_ms);
+    ExportLog(*entry, self, &snapshot->log);
+    return true;
+  }
   CounterEntry* entry = FindEntry(counters, spec, key, hash);
   if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
   AdvanceTo(*entry, now_ms / static_cast<int64_t>(spec.window_ms));
-  ExportCounts(*entry, self, counts);
+  ExportCounts(*entry, self, &snapshot->counts);
   return true;
 }
 
-Status Shard::MergeCounts(KeyBudget& budget, std::string_view key, size_t hash,
-                          const LimitSpec& spec, NodeId self, int64_t now_ms,
-                          const WindowCounts& counts) {
+Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                    int64_t now_ms) {
+  const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();  // nothing live to add
+    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+    if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    MergeLog(*entry, self, snapshot.log, spec.window_ms, now_ms);
+    MarkChanged(logs, spec, entry, /*local=*/false);
+    return Status::OK();
+  }
+  const WindowCounts& counts = snapshot.counts;
   const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
   if (counts.window_index > now_window + 1) {
     return Status::InvalidArgument("counts for window " + std::to_string(counts.window_index) +
                                    " are more than one window ahead of this node's window " +
                                    std::to_string(now_window) + " (clock skew?)");
   }
-  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
   if (!entry) {
     const bool holds_live_counts = counts.window_index > now_window - WindowsKept(spec.algorithm) &&
                                    !(counts.current.empty() && counts.previous.empty());
     if (!holds_live_counts) return Status::OK();
-    if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
+    if (Status status = Ensure(budget, counters, spec, snapshot.key, now_ms, &entry);
+        !status.ok()) {
       return status;
     }
     entry->window_index = std::max(now_window, counts.window_index);
   }
   AdvanceTo(*entry, now_window);
   tally::MergeCounts(*entry, self, counts);
-  MarkChanged(counters, spec, entry);
+  MarkChanged(counters, spec, entry, /*local=*/false);
   return Status::OK();
 }
 
@@ -281,6 +307,73 @@ void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink
   CollectChangedClasses(counters, self, scratch, sink);
   CollectChangedClasses(logs, self, scratch, sink);
   CollectChangedClasses(buckets, self, scratch, sink);
+}
+
+void Shard::CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
+  const auto begin = [&](const auto& limit_class, const auto& entry) {
+    scratch->key.assign(entry.key.view());
+    scratch->algorithm = limit_class.algorithm;
+    scratch->window_ms = limit_class.window_ms;
+  };
+  for (auto& limit_class : counters) {
+    for (CounterEntry* entry : limit_class.changed[kGossipMark]) {
+      if (!entry->key.marked(kGossipMark)) continue;
+      entry->key.set_marked(kGossipMark, false);
+      begin(limit_class, *entry);
+      WindowCounts& counts = scratch->counts;
+      counts.window_index = entry->window_index;
+      counts.current.Clear();
+      counts.previous.Clear();
+      counts.current.MergeSlot(self, entry->own_current);
+      counts.previous.MergeSlot(self, entry->own_previous);
+      sink(*scratch);
+    }
+    limit_class.changed[kGossipMark].clear();
+  }
+  for (auto& limit_class : logs) {
+    for (LogEntry* entry : limit_class.changed[kGossipMark]) {
+      if (!entry->key.marked(kGossipMark)) continue;
+      entry->key.set_marked(kGossipMark, false);
+      const std::span<const LogStamp> live = LiveStamps(entry->own);
+      // From the last stamp sent on: its cost may have grown within its ms.
+      const auto unsent = std::lower_bound(
+          live.begin(), live.end(), entry->gossip_from_ms,
+          [](const LogStamp& stamp, int64_t at_ms) { return stamp.at_ms < at_ms; });
+      if (unsent == live.end()) continue;
+      begin(limit_class, *entry);
+      scratch->log.resize(1);
+      scratch->log[0].node = self;
+      scratch->log[0].stamps.assign(unsent, live.end());
+      entry->gossip_from_ms = live.back().at_ms;
+      sink(*scratch);
+    }
+    limit_class.changed[kGossipMark].clear();
+  }
+}
+
+void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
+                           const SnapshotSink& sink) {
+  const auto send = [&](const auto& limit_class, const auto& entry) {
+    scratch->key.assign(entry.key.view());
+    scratch->algorithm = limit_class.algorithm;
+    scratch->window_ms = limit_class.window_ms;
+    FillSnapshot(entry, self, scratch);
+    sink(*scratch);
+  };
+  for (auto& limit_class : counters) {
+    limit_class.table->ForEach([&](CounterEntry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
+      send(limit_class, entry);
+    });
+  }
+  for (auto& limit_class : logs) {
+    limit_class.table->ForEach([&](LogEntry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      TrimLog(entry, limit_class.window_ms, now_ms);
+      send(limit_class, entry);
+    });
+  }
 }
 
 void Shard::CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch,
@@ -310,11 +403,9 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
       if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
         return status;
       }
-      entry->stamps = snapshot.log_stamps;
-      entry->first = 0;
-      entry->live_total = 0;
-      for (const LogStamp& stamp : entry->stamps) entry->live_total += stamp.cost;
-      TrimLog(*entry, snapshot.window_ms, now_ms);
+      entry->own = StampLog();  // replaced; the peers' entries are max-merged
+      MergeLog(*entry, self, snapshot.log, snapshot.window_ms, now_ms);
+      entry->gossip_from_ms = 0;
       return Status::OK();
     }
     case Algorithm::kTokenBucket: {

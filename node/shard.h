@@ -42,8 +42,11 @@ class KeyBudget {
   std::atomic<size_t> count_{0};
 };
 
-// The CompactKey mark of an entry changed since the last CollectChanges.
+// The CompactKey marks of an entry changed since the last CollectChanges
+// (any change) and since the last CollectGossip (a change made here: an
+// admission; a peer's state merged in is not relayed).
 inline constexpr int kStorageMark = 0;
+inline constexpr int kGossipMark = 1;
 
 // The keys of one (algorithm, window_ms) within a shard.
 template <typename Entry>
@@ -51,15 +54,17 @@ struct LimitClass {
   Algorithm algorithm;
   uint64_t window_ms;
   std::unique_ptr<KeyTable<Entry>> table;
-  // Entries changed since the last CollectChanges: each pushed when its key's
-  // kStorageMark is set. May name entries freed (and perhaps reused) since;
-  // only those still marked count, each once.
-  std::vector<Entry*> changed;
+  // Per mark: the entries changed since its last collection, each pushed
+  // when its key's mark is set. May name entries freed (and perhaps reused)
+  // since; only those still marked count, each once.
+  std::vector<Entry*> changed[CompactKey::kMarkCount];
 };
 
 struct alignas(64) Shard {
   std::mutex mu;
-  bool track_changes = false;  // set once, before any use
+  bool track_changes = false;  // set once, before any use: kStorageMark
+  bool replicate = false;      // set once, before any use: kGossipMark
+  std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
   int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
   std::vector<LimitClass<LogEntry>> logs;
@@ -79,11 +84,13 @@ struct alignas(64) Shard {
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
 
-  // Counting algorithms only. ReadCounts: false when the key holds no live counts.
-  bool ReadCounts(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
-                  int64_t now_ms, WindowCounts* counts);
-  Status MergeCounts(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
-                     NodeId self, int64_t now_ms, const WindowCounts& counts);
+  // Replication (fixed window, sliding counter, sliding log; validated).
+  // Read: every node's state of the key; false when it holds nothing live.
+  // Merge: slot-wise / stamp-wise max with the snapshot's state.
+  bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+            int64_t now_ms, KeySnapshot* snapshot);
+  Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+               int64_t now_ms);
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
@@ -93,6 +100,12 @@ struct alignas(64) Shard {
   void CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
   // The same for every live entry; afterwards none counts as changed.
   void CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Gossip deltas: for each entry admitted to since the last call, this
+  // node's own contribution only (counters: its slots; logs: its stamps not
+  // sent yet, from the last one sent on).
+  void CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Anti-entropy: every live counting and log entry, every node's state.
+  void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
   // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
   // replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
@@ -105,8 +118,10 @@ struct alignas(64) Shard {
   template <typename Entry>
   Status Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                 std::string_view key, int64_t now_ms, Entry** entry);
+  // local: an admission here (marked for gossip too), not a peer's merge.
   template <typename Entry>
-  void MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
+  void MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
+                   bool local);
 
   Status CheckCounter(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                       uint64_t cost, int64_t now_ms, Decision* decision);

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "storage/varint.h"
+#include "node/varint.h"
 
 namespace tally::storage {
 namespace {
@@ -37,11 +37,18 @@ bool GetPayload(Algorithm algorithm, std::string_view* in, KeySnapshot* snapshot
       return GetCounter(in, &snapshot->counts.current) &&
              GetCounter(in, &snapshot->counts.previous);
     case Algorithm::kSlidingWindowLog: {
-      uint64_t stamps = 0;
-      if (!GetVarint(in, &stamps) || stamps > in->size()) return false;
-      for (uint64_t i = 0; i < stamps; ++i) {
-        if (!GetVarint(in, &a) || !GetVarint(in, &b)) return false;
-        snapshot->log_stamps.push_back(LogStamp{static_cast<int64_t>(a), b});
+      uint64_t nodes = 0;
+      if (!GetVarint(in, &nodes) || nodes > in->size()) return false;  // >= 2 bytes per node
+      for (uint64_t n = 0; n < nodes; ++n) {
+        NodeStamps& node = snapshot->log.emplace_back();
+        uint64_t stamps = 0;
+        if (!GetVarint(in, &node.node) || !GetVarint(in, &stamps) || stamps > in->size()) {
+          return false;
+        }
+        for (uint64_t i = 0; i < stamps; ++i) {
+          if (!GetVarint(in, &a) || !GetVarint(in, &b)) return false;
+          node.stamps.push_back(LogStamp{static_cast<int64_t>(a), b});
+        }
       }
       return true;
     }
@@ -65,8 +72,10 @@ bool TimesFit(const KeySnapshot& snapshot) {
       return snapshot.counts.window_index >= 0 &&
              snapshot.counts.window_index <= latest_ms / window_ms;
     case Algorithm::kSlidingWindowLog:
-      for (const LogStamp& stamp : snapshot.log_stamps) {
-        if (stamp.at_ms < 0 || stamp.at_ms > latest_ms) return false;
+      for (const NodeStamps& node : snapshot.log) {
+        for (const LogStamp& stamp : node.stamps) {
+          if (stamp.at_ms < 0 || stamp.at_ms > latest_ms) return false;
+        }
       }
       return true;
     case Algorithm::kTokenBucket:
@@ -108,10 +117,14 @@ void AppendRecordValue(const KeySnapshot& snapshot, std::string* out) {
       PutCounter(snapshot.counts.previous, &value);
       break;
     case Algorithm::kSlidingWindowLog:
-      PutVarint(snapshot.log_stamps.size(), &value);
-      for (const LogStamp& stamp : snapshot.log_stamps) {
-        PutVarint(static_cast<uint64_t>(stamp.at_ms), &value);
-        PutVarint(stamp.cost, &value);
+      PutVarint(snapshot.log.size(), &value);
+      for (const NodeStamps& node : snapshot.log) {
+        PutVarint(node.node, &value);
+        PutVarint(node.stamps.size(), &value);
+        for (const LogStamp& stamp : node.stamps) {
+          PutVarint(static_cast<uint64_t>(stamp.at_ms), &value);
+          PutVarint(stamp.cost, &value);
+        }
       }
       break;
     case Algorithm::kTokenBucket:

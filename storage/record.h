@@ -6,7 +6,8 @@
 //        | payload, integers as LEB128 varints:
 //   fixed window, sliding counter: window_index, then for the current and
 //     the previous window: slot count, then (node, count) per slot
-//   sliding log: stamp count, then (at_ms, cost) per stamp
+//   sliding log: node count, then per node: node, stamp count, then
+//     (at_ms, cost) per stamp
 //   token bucket: level, refilled_at_ms
 // expires_at_ms comes first and at a fixed offset so that a reader skips an
 // expired record without decoding the rest.

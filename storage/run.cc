@@ -1,7 +1,7 @@
 #include "storage/run.h"
 
 #include "storage/record.h"
-#include "storage/varint.h"
+#include "node/varint.h"
 
 namespace tally::storage {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "storage/record.h"
 #include "storage/run.h"
-#include "storage/varint.h"
+#include "node/varint.h"
 
 namespace tally::storage {
 namespace {

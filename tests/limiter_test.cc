@@ -256,6 +256,34 @@ TEST_CASE("memory stays bounded under key churn") {
   }
 }
 
+// Limiter::Merge and Read for the counts of one counting key.
+Status MergeCounts(Limiter& limiter, std::string_view key, const LimitSpec& spec,
+                   const WindowCounts& counts) {
+  KeySnapshot snapshot;
+  snapshot.key.assign(key);
+  snapshot.algorithm = spec.algorithm;
+  snapshot.window_ms = spec.window_ms;
+  snapshot.counts = counts;
+  return limiter.Merge(snapshot);
+}
+Status ReadCounts(Limiter& limiter, std::string_view key, const LimitSpec& spec,
+                  WindowCounts* counts) {
+  KeySnapshot snapshot;
+  const Status status = limiter.Read(key, spec, &snapshot);
+  *counts = snapshot.counts;
+  return status;
+}
+
+// A log snapshot of one key with the given nodes' stamps.
+KeySnapshot LogOf(std::string key, uint64_t window_ms, std::vector<NodeStamps> log) {
+  KeySnapshot snapshot;
+  snapshot.key = std::move(key);
+  snapshot.algorithm = Algorithm::kSlidingWindowLog;
+  snapshot.window_ms = window_ms;
+  snapshot.log = std::move(log);
+  return snapshot;
+}
+
 // Merging a replica's counts: remote slots count against the limit, the own
 // slot recovers from a peer's copy, and replays or stale windows change nothing.
 TEST_CASE("merge counts from replicas") {
@@ -268,12 +296,12 @@ TEST_CASE("merge counts from replicas") {
   peer.current.MergeSlot(2, 30);
   peer.current.MergeSlot(1, 25);  // a peer saw more of our own slot than we hold
   peer.previous.MergeSlot(3, 40);
-  REQUIRE(f.limiter.MergeCounts("k", spec, peer).ok());
-  REQUIRE(f.limiter.MergeCounts("k", spec, peer).ok());  // replay: idempotent
+  REQUIRE(MergeCounts(f.limiter, "k", spec, peer).ok());
+  REQUIRE(MergeCounts(f.limiter, "k", spec, peer).ok());  // replay: idempotent
   // 25 + 30 + 40 * 0.5 = 75 used.
   CHECK(f.Check("k", spec, 0).remaining == 25);
   WindowCounts read;
-  REQUIRE(f.limiter.ReadCounts("k", spec, &read).ok());
+  REQUIRE(ReadCounts(f.limiter, "k", spec, &read).ok());
   CHECK(read.current.Get(1) == 25);
   CHECK(read.current.Sum() == 55);
   CHECK(read.previous.Sum() == 40);
@@ -281,18 +309,18 @@ TEST_CASE("merge counts from replicas") {
   WindowCounts stale = peer;
   stale.current = GCounter();
   stale.current.MergeSlot(2, 5);
-  REQUIRE(f.limiter.MergeCounts("k", spec, stale).ok());
+  REQUIRE(MergeCounts(f.limiter, "k", spec, stale).ok());
   CHECK(f.Check("k", spec, 0).remaining == 25);
   // Counts of an expired window are ignored; counts from the far future refused.
   stale.window_index -= 5;
-  REQUIRE(f.limiter.MergeCounts("k", spec, stale).ok());
+  REQUIRE(MergeCounts(f.limiter, "k", spec, stale).ok());
   CHECK(f.Check("k", spec, 0).remaining == 25);
   stale.window_index += 10;
-  CHECK(f.limiter.MergeCounts("k", spec, stale).code() == Status::Code::kInvalidArgument);
+  CHECK(MergeCounts(f.limiter, "k", spec, stale).code() == Status::Code::kInvalidArgument);
   // Only counting algorithms replicate.
   const LimitSpec bucket{Algorithm::kTokenBucket, 100, 1'000};
-  CHECK_FALSE(f.limiter.MergeCounts("k", bucket, peer).ok());
-  CHECK(f.limiter.ReadCounts("nokey", spec, &read).code() == Status::Code::kNotFound);
+  CHECK_FALSE(MergeCounts(f.limiter, "k", bucket, peer).ok());
+  CHECK(ReadCounts(f.limiter, "nokey", spec, &read).code() == Status::Code::kNotFound);
 }
 
 // Counts merged for a key this node has never seen create it; next window
@@ -303,7 +331,7 @@ TEST_CASE("merge creates a key and rolls with the windows") {
   WindowCounts peer;
   peer.window_index = kStartMs / 1'000;
   peer.current.MergeSlot(7, 10);
-  REQUIRE(f.limiter.MergeCounts("new", spec, peer).ok());
+  REQUIRE(MergeCounts(f.limiter, "new", spec, peer).ok());
   CHECK(f.limiter.key_count() == 1);
   CHECK_FALSE(f.Check("new", spec).allowed);
   f.At(1'500);  // previous window weighs half: 5 used
@@ -439,6 +467,126 @@ TEST_CASE("restore never lowers a count and ignores expired state") {
   snapshot.counts.window_index -= 1;  // its window has ended
   REQUIRE(limiter.Restore(snapshot).ok());
   CHECK(limiter.key_count() == 1);
+}
+
+// Merging a replica's log: remote stamps count against the limit and decide
+// retry_after, our own stamps recover from a peer's copy, replays change
+// nothing, stamps out of order are refused, and the token bucket stays local.
+TEST_CASE("merge log stamps from replicas") {
+  Fixture f(1'000'000, /*node_id=*/1);
+  const LimitSpec spec{Algorithm::kSlidingWindowLog, 10, 1'000};
+  f.At(10'000);
+  CHECK(f.Check("k", spec, 2).allowed);
+  const int64_t now = kStartMs + 10'000;
+  const KeySnapshot peer = LogOf("k", 1'000, {{1, {{now - 100, 1}, {now, 3}}},  // ours: 3 > 2
+                                             {2, {{now - 500, 4}, {now - 10, 1}}}});
+  REQUIRE(f.limiter.Merge(peer).ok());
+  REQUIRE(f.limiter.Merge(peer).ok());  // replay: idempotent
+  // 1 + 3 (own, recovered) + 4 + 1 (node 2) = 9 of 10.
+  Decision decision = f.Check("k", spec, 0);
+  CHECK(decision.remaining == 1);
+  decision = f.Check("k", spec, 3);
+  CHECK_FALSE(decision.allowed);
+  CHECK(decision.retry_after_ms == 500);  // node 2's 4 at now-500 leave the window first
+  KeySnapshot read;
+  REQUIRE(f.limiter.Read("k", spec, &read).ok());
+  REQUIRE(read.log.size() == 2);
+  CHECK(read.log == peer.log);
+  // Out of order, unordered nodes, and node 0 are refused; expired stamps ignored.
+  CHECK(f.limiter.Merge(LogOf("k", 1'000, {{2, {{now, 1}, {now - 1, 1}}}})).code() ==
+        Status::Code::kInvalidArgument);
+  CHECK(f.limiter.Merge(LogOf("k", 1'000, {{3, {}}, {2, {}}})).code() ==
+        Status::Code::kInvalidArgument);
+  CHECK(f.limiter.Merge(LogOf("k", 1'000, {{0, {{now, 1}}}})).code() ==
+        Status::Code::kInvalidArgument);
+  REQUIRE(f.limiter.Merge(LogOf("k", 1'000, {{3, {{now - 1'000, 5}}}})).ok());
+  CHECK(f.Check("k", spec, 0).remaining == 1);
+  KeySnapshot bucket = LogOf("k", 1'000, {});
+  bucket.algorithm = Algorithm::kTokenBucket;
+  CHECK(f.limiter.Merge(bucket).code() == Status::Code::kInvalidArgument);
+}
+
+// Gossip deltas carry only this node's own contribution of each key admitted
+// to since the last collection, once; a merged peer state is not relayed.
+TEST_CASE("collect gossip hands over own changes once and relays nothing") {
+  ManualClock clock(kStartMs);
+  Limiter::Options options{5, 1'000, &clock};
+  options.replicate = true;
+  Limiter limiter(options);
+  const LimitSpec counter{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  const LimitSpec log{Algorithm::kSlidingWindowLog, 100, 1'000};
+  const LimitSpec bucket{Algorithm::kTokenBucket, 100, 1'000};
+  Decision decision;
+  REQUIRE(limiter.Check("c", counter, 3, &decision).ok());
+  REQUIRE(limiter.Check("l", log, 2, &decision).ok());
+  clock.AdvanceMs(5);
+  REQUIRE(limiter.Check("l", log, 1, &decision).ok());
+  REQUIRE(limiter.Check("b", bucket, 1, &decision).ok());  // local only
+  WindowCounts peer;
+  peer.window_index = kStartMs / 1'000;
+  peer.current.MergeSlot(9, 50);
+  REQUIRE(MergeCounts(limiter, "c", counter, peer).ok());
+  REQUIRE(limiter.Merge(LogOf("other", 1'000, {{9, {{kStartMs, 1}}}})).ok());
+
+  std::vector<KeySnapshot> deltas;
+  const auto collect = [&] {
+    deltas.clear();
+    limiter.CollectGossip([&](const KeySnapshot& s) { deltas.push_back(s); });
+    std::sort(deltas.begin(), deltas.end(),
+              [](const KeySnapshot& a, const KeySnapshot& b) { return a.key < b.key; });
+  };
+  collect();
+  REQUIRE(deltas.size() == 2);
+  CHECK(deltas[0].key == "c");
+  CHECK(deltas[0].counts.current.slots() == std::vector<GCounter::Slot>{{5, 3}});  // not node 9's
+  CHECK(deltas[1].key == "l");
+  CHECK(deltas[1].log == std::vector<NodeStamps>{{5, {{kStartMs, 2}, {kStartMs + 5, 1}}}});
+  collect();
+  CHECK(deltas.empty());
+  // The next delta of the log starts at the last stamp sent, whose cost may grow.
+  REQUIRE(limiter.Check("l", log, 4, &decision).ok());
+  collect();
+  REQUIRE(deltas.size() == 1);
+  CHECK(deltas[0].log == std::vector<NodeStamps>{{5, {{kStartMs + 5, 5}}}});
+}
+
+// Anti-entropy hands over every node's state of every live replicated key,
+// shard by shard, and a limiter that merges it all decides the same.
+TEST_CASE("collect replica carries every node's state to another limiter") {
+  ManualClock clock(kStartMs + 300);
+  Limiter::Options options{1, 1'000, &clock};
+  options.replicate = true;
+  Limiter source(options);
+  options.node_id = 2;
+  Limiter target(options);
+  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 50, 1'000},
+                             {Algorithm::kSlidingWindowCounter, 50, 1'000},
+                             {Algorithm::kSlidingWindowLog, 50, 1'000}};
+  Decision decision;
+  for (int i = 0; i < 40; ++i) {
+    for (const LimitSpec& spec : specs) {
+      REQUIRE(source.Check("key" + std::to_string(i % 7), spec, 1, &decision).ok());
+    }
+    clock.AdvanceMs(29);
+  }
+  REQUIRE(source.Merge(LogOf("key0", 1'000, {{3, {{clock.WallMs() - 1, 2}}}})).ok());
+  size_t handed = 0;
+  for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
+    source.CollectReplica(shard, [&](const KeySnapshot& snapshot) {
+      ++handed;
+      REQUIRE(target.Merge(snapshot).ok());
+    });
+  }
+  CHECK(handed == 7 * 3);
+  for (int i = 0; i < 7; ++i) {
+    for (const LimitSpec& spec : specs) {
+      KeySnapshot want, got;
+      REQUIRE(source.Read("key" + std::to_string(i), spec, &want).ok());
+      REQUIRE(target.Read("key" + std::to_string(i), spec, &got).ok());
+      CHECK(got.counts == want.counts);
+      CHECK(got.log == want.log);
+    }
+  }
 }
 
 }  // namespace

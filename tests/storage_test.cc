@@ -29,7 +29,7 @@
 #include "storage/record.h"
 #include "storage/run.h"
 #include "storage/store.h"
-#include "storage/varint.h"
+#include "node/varint.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
@@ -86,9 +86,9 @@ KeySnapshot Counting(std::string key, Algorithm algorithm, uint64_t window_ms,
   return snapshot;
 }
 
-KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<LogStamp> stamps) {
+KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStamps> log) {
   KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kSlidingWindowLog, window_ms);
-  snapshot.log_stamps = std::move(stamps);
+  snapshot.log = std::move(log);
   return snapshot;
 }
 
@@ -112,8 +112,8 @@ std::vector<KeySnapshot> Samples(int64_t now_ms) {
       Counting(std::string(kMaxKeyBytes, '\xfe'), Algorithm::kSlidingWindowCounter, 1, now_ms,
                {{1, 1}}, {{1, 2}}),  // window_index ~1.7e12
       Counting("month", Algorithm::kFixedWindow, kMaxWindowMs, now_ms / kMaxWindowMs, {{9, 1}}, {}),
-      Log("log", 10'000, stamps),
-      Log(binary, 1'000, {{now_ms, 1'000'000'000}}),
+      Log("log", 10'000, {{1, stamps}}),
+      Log(binary, 1'000, {{1, {{now_ms, 1'000'000'000}}}, {UINT64_MAX, {{now_ms - 9, 1}}}}),
       Bucket("bucket", 4'000, 20 * 4'000, now_ms),
       Bucket(std::string(kMaxKeyBytes, '\0'), kMaxWindowMs, kMaxLimit * kMaxWindowMs, now_ms - 1),
   };
@@ -130,7 +130,10 @@ std::string Describe(const KeySnapshot& s) {
   out << " previous";
   for (const auto& slot : s.counts.previous.slots()) out << ' ' << slot.node << ':' << slot.count;
   out << " log";
-  for (const LogStamp& stamp : s.log_stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
+  for (const NodeStamps& node : s.log) {
+    out << ' ' << node.node << ':';
+    for (const LogStamp& stamp : node.stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
+  }
   out << " bucket " << s.bucket_level << '@' << s.bucket_refilled_at_ms;
   return out.str();
 }
@@ -192,9 +195,9 @@ void RawPut(const std::string& path, const std::vector<std::pair<std::string, st
 std::string RawPart(const std::vector<std::pair<std::string, std::string>>& records) {
   std::string part(1, static_cast<char>(storage::kRunFormat));
   for (const auto& [key, value] : records) {
-    storage::PutVarint(key.size(), &part);
+    PutVarint(key.size(), &part);
     part += key;
-    storage::PutVarint(value.size(), &part);
+    PutVarint(value.size(), &part);
     part += value;
   }
   return part;

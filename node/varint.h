@@ -1,4 +1,5 @@
-// LEB128 varints and fixed-width integers, as storage/ lays them out.
+// LEB128 varints and fixed-width integers, as storage/ and the peer protocol
+// lay them out.
 //
 // Thread safety: stateless functions.
 #pragma once
@@ -8,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace tally::storage {
+namespace tally {
 
 inline void PutVarint(uint64_t value, std::string* out) {
   while (value >= 0x80) {
@@ -51,4 +52,4 @@ inline uint64_t GetBigEndian(std::string_view bytes) {
   return value;
 }
 
-}  // namespace tally::storage
+}  // namespace tally
