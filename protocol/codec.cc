@@ -17,10 +17,16 @@
 #include <limits>
 #include <utility>
 
+#include "protocol/framing.h"
 #include "protocol/tally.capnp.h"
 
 namespace tally::protocol {
 namespace {
+
+using internal::AppendFrame;
+using internal::ReadFrame;
+using internal::ScratchSegment;
+using internal::ViewOf;
 
 constexpr uint64_t kWordBytes = sizeof(capnp::word);
 
@@ -60,49 +66,6 @@ FrameScan TooLarge(uint64_t header_bytes, uint64_t body_words, const FrameLimits
 }
 
 // --- decoding ----------------------------------------------------------------
-
-// OK when `frame` is exactly one complete, aligned frame within the limits.
-Status CheckWholeFrame(std::span<const std::byte> frame, const FrameLimits& limits) {
-  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
-    return Status::InvalidArgument("frame not 8-byte aligned");
-  }
-  const FrameScan scan = ScanFrame(frame, limits);
-  if (scan.state == FrameScan::State::kInvalid) {
-    return Status::Corruption("malformed frame: " + scan.error_message);
-  }
-  if (scan.state != FrameScan::State::kComplete || scan.frame_bytes != frame.size()) {
-    return Status::Corruption("malformed frame: " + std::to_string(frame.size()) +
-                              " bytes given, the segment table needs " +
-                              std::to_string(scan.frame_bytes));
-  }
-  return Status::OK();
-}
-
-// Reads `frame` (checked whole) as a message with root `Root` and hands the
-// root to `read_root`. Every Cap'n Proto getter may throw, so `read_root` runs
-// inside the one try block that turns kj::Exception into a Corruption status.
-template <typename Root, typename ReadFn>
-Status ReadFrame(std::span<const std::byte> frame, const FrameLimits& limits, ReadFn&& read_root) {
-  if (Status status = CheckWholeFrame(frame, limits); !status.ok()) return status;
-  const uint64_t words = frame.size() / kWordBytes;
-  capnp::ReaderOptions options;
-  // Honest reading touches each word about once; twice the frame leaves room
-  // and stops amplification (e.g. huge lists of zero-sized structs). The frame
-  // is within max_frame_bytes, so this is bounded by max_frame_bytes / 4.
-  options.traversalLimitInWords = words * 2;
-  options.nestingLimit = limits.nesting_limit;
-  try {
-    capnp::FlatArrayMessageReader reader(
-        kj::arrayPtr(reinterpret_cast<const capnp::word*>(frame.data()), words), options);
-    return read_root(reader.getRoot<Root>());
-  } catch (const kj::Exception& e) {
-    return Status::Corruption("malformed frame: " + std::string(e.getDescription().cStr()));
-  }
-}
-
-std::string_view ViewOf(capnp::Data::Reader data) {
-  return {reinterpret_cast<const char*>(data.begin()), data.size()};
-}
 
 Check ReadCheck(wire::Check::Reader in) {
   Check check;
@@ -219,34 +182,8 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
 
 // --- encoding ----------------------------------------------------------------
 
-// The first segment of every message this thread encodes: reusing it saves a
-// zeroed 8 KiB allocation per message. MallocMessageBuilder requires it zeroed
-// and zeroes what it used when destroyed. Encoding never nests on a thread.
-kj::ArrayPtr<capnp::word> ScratchSegment() {
-  thread_local capnp::word scratch[capnp::SUGGESTED_FIRST_SEGMENT_WORDS];  // zero-initialised
-  return kj::arrayPtr(scratch, capnp::SUGGESTED_FIRST_SEGMENT_WORDS);
-}
-
-// Appends the standard stream framing (segment table, then segments) without
-// an intermediate flat copy of the message.
-void AppendFrame(capnp::MessageBuilder& message, std::string* out) {
-  const kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments =
-      message.getSegmentsForOutput();
-  const size_t table_words = segments.size() / 2 + 1;  // (1 + count) uint32s, padded to 8 bytes
-  uint32_t table[2 * 16] = {};
-  KJ_REQUIRE(segments.size() <= 2 * 16 - 1, "message has too many segments to frame");
-  table[0] = static_cast<uint32_t>(segments.size() - 1);
-  for (size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<uint32_t>(segments[i].size());
-  out->append(reinterpret_cast<const char*>(table), table_words * sizeof(capnp::word));
-  for (const kj::ArrayPtr<const capnp::word>& segment : segments) {
-    const kj::ArrayPtr<const kj::byte> bytes = segment.asBytes();
-    out->append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-  }
-}
-
 void WriteCheck(const Check& check, wire::Check::Builder out) {
-  out.setKey(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(check.key.data()),
-                                 check.key.size()));
+  out.setKey(internal::DataOf(check.key));
   out.setAlgorithm(static_cast<uint8_t>(check.spec.algorithm));
   out.setLimit(check.spec.limit);
   out.setWindowMs(check.spec.window_ms);

@@ -79,3 +79,35 @@ struct StatsReply {
   storageDiskBytes @13 :UInt64;  # SST files plus write-ahead logs
   storageCheckpoints @14 :UInt64;  # runs that replaced all earlier ones (among storageFlushes)
 }
+
+# --- Peer protocol ----------------------------------------------------------
+# Between nodes, on the gossip port (which serves nothing else), one
+# PeerMessage per frame in the same framing. A connection carries the
+# dialling node's state to the accepting node: hello first, then any number
+# of state, syncDone and heartbeat messages. See node/gossip.h.
+
+struct PeerMessage {
+  union {
+    hello @0 :PeerHello;
+    state @1 :PeerState;
+    syncDone @2 :Void;   # everything live was sent since the last full = true state
+    heartbeat @3 :Void;  # nothing to send: the link is alive
+  }
+}
+
+struct PeerHello {
+  nodeId @0 :UInt64;  # the sender's G-counter slot; never 0
+}
+
+struct PeerState {
+  full @0 :Bool;  # part of a full sync (anti-entropy), else a delta
+  classes @1 :List(PeerClass);
+}
+
+# The state of many keys of one (algorithm, windowMs), packed as varints
+# (protocol/peer_codec.h): a few bytes per key-slot instead of a struct each.
+struct PeerClass {
+  algorithm @0 :UInt8;
+  windowMs @1 :UInt64;
+  keys @2 :Data;
+}

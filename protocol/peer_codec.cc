@@ -1,0 +1,254 @@
+#include "protocol/peer_codec.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "node/varint.h"
+#include "protocol/framing.h"
+#include "protocol/tally.capnp.h"
+
+namespace tally::protocol {
+namespace {
+
+using internal::AppendFrame;
+using internal::DataOf;
+using internal::ReadFrame;
+using internal::ScratchSegment;
+using internal::ViewOf;
+
+uint64_t ZigZag(int64_t value) {
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+int64_t UnZigZag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
+void PutNode(NodeId node, NodeId sender, std::string* out) {
+  PutVarint(node == sender ? 0 : node, out);
+}
+
+void PutKey(std::string_view key, std::string* out) {
+  PutVarint(key.size(), out);
+  out->append(key);
+}
+
+void PutCounter(const GCounter& counter, NodeId sender, std::string* out) {
+  PutVarint(counter.slots().size(), out);
+  for (const GCounter::Slot& slot : counter.slots()) {
+    PutNode(slot.node, sender, out);
+    PutVarint(slot.count, out);
+  }
+}
+
+// Reads a count that announces that many items of at least `min_item_bytes`
+// each: false when the bytes left cannot hold them.
+bool GetCount(std::string_view* in, size_t min_item_bytes, uint64_t* count) {
+  return GetVarint(in, count) && *count <= in->size() / min_item_bytes;
+}
+
+bool GetNode(std::string_view* in, NodeId sender, NodeId* node) {
+  if (!GetVarint(in, node)) return false;
+  if (*node == 0) *node = sender;
+  return true;
+}
+
+bool GetKey(std::string_view* in, std::string* key) {
+  uint64_t size = 0;
+  if (!GetVarint(in, &size) || size > in->size()) return false;
+  key->assign(in->substr(0, size));
+  in->remove_prefix(size);
+  return true;
+}
+
+bool GetCounter(std::string_view* in, NodeId sender, GCounter* counter) {
+  counter->Clear();
+  uint64_t slots = 0;
+  if (!GetCount(in, 2, &slots)) return false;
+  for (uint64_t i = 0; i < slots; ++i) {
+    NodeId node = 0;
+    uint64_t count = 0;
+    if (!GetNode(in, sender, &node) || !GetVarint(in, &count)) return false;
+    counter->MergeSlot(node, count);
+  }
+  return true;
+}
+
+bool GetStamps(std::string_view* in, std::vector<LogStamp>* stamps) {
+  stamps->clear();
+  uint64_t count = 0;
+  if (!GetCount(in, 2, &count)) return false;
+  int64_t at_ms = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t step = 0, cost = 0;
+    if (!GetVarint(in, &step) || !GetVarint(in, &cost)) return false;
+    if (i > 0 && step == 0) return false;  // strictly increasing times
+    if (step > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() - at_ms)) return false;
+    at_ms += static_cast<int64_t>(step);
+    stamps->push_back({at_ms, cost});
+  }
+  return true;
+}
+
+bool IsLog(Algorithm algorithm) { return algorithm == Algorithm::kSlidingWindowLog; }
+
+}  // namespace
+
+Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
+                         PeerMessage* message) {
+  message->classes.clear();
+  return ReadFrame<wire::PeerMessage>(frame, limits, [&](wire::PeerMessage::Reader in) {
+    switch (in.which()) {
+      case wire::PeerMessage::HELLO:
+        message->kind = PeerMessageKind::kHello;
+        message->node_id = in.getHello().getNodeId();
+        if (message->node_id == 0) return Status::Corruption("malformed frame: hello from node 0");
+        return Status::OK();
+      case wire::PeerMessage::STATE: {
+        message->kind = PeerMessageKind::kState;
+        const auto state = in.getState();
+        message->full = state.getFull();
+        for (const auto peer_class : state.getClasses()) {
+          message->classes.push_back({static_cast<Algorithm>(peer_class.getAlgorithm()),
+                                      peer_class.getWindowMs(), ViewOf(peer_class.getKeys())});
+        }
+        return Status::OK();
+      }
+      case wire::PeerMessage::SYNC_DONE:
+        message->kind = PeerMessageKind::kSyncDone;
+        return Status::OK();
+      case wire::PeerMessage::HEARTBEAT:
+        message->kind = PeerMessageKind::kHeartbeat;
+        return Status::OK();
+    }
+    message->kind = PeerMessageKind::kUnknown;
+    return Status::OK();
+  });
+}
+
+Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotSink& sink,
+                       uint64_t* keys) {
+  *keys = 0;
+  if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount ||
+      view.algorithm == Algorithm::kTokenBucket) {
+    return Status::Corruption("peer state of an algorithm that is not replicated");
+  }
+  KeySnapshot snapshot;
+  snapshot.algorithm = view.algorithm;
+  snapshot.window_ms = view.window_ms;
+  std::string_view in = view.keys;
+  int64_t window_index = 0;
+  while (!in.empty()) {
+    bool decoded = GetKey(&in, &snapshot.key);
+    if (decoded && IsLog(view.algorithm)) {
+      uint64_t nodes = 0;
+      decoded = GetCount(&in, 2, &nodes);
+      snapshot.log.resize(decoded ? nodes : 0);
+      for (NodeStamps& node : snapshot.log) {
+        if (!decoded) break;
+        decoded = GetNode(&in, sender, &node.node) && GetStamps(&in, &node.stamps);
+      }
+    } else if (decoded) {
+      uint64_t step = 0;
+      decoded = GetVarint(&in, &step) && GetCounter(&in, sender, &snapshot.counts.current) &&
+                GetCounter(&in, sender, &snapshot.counts.previous);
+      window_index += UnZigZag(step);
+      snapshot.counts.window_index = window_index;
+    }
+    if (!decoded) return Status::Corruption("peer state does not decode");
+    sink(snapshot);
+    ++*keys;
+  }
+  return Status::OK();
+}
+
+void EncodeHello(NodeId node_id, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  message.initRoot<wire::PeerMessage>().initHello().setNodeId(node_id);
+  AppendFrame(message, out);
+}
+
+void EncodeSyncDone(std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  message.initRoot<wire::PeerMessage>().setSyncDone();
+  AppendFrame(message, out);
+}
+
+void EncodeHeartbeat(std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  message.initRoot<wire::PeerMessage>().setHeartbeat();
+  AppendFrame(message, out);
+}
+
+PeerStateEncoder::PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes)
+    : sender_(sender), full_(full), max_frame_bytes_(max_frame_bytes) {}
+
+PeerStateEncoder::OpenClass& PeerStateEncoder::ClassFor(const KeySnapshot& snapshot) {
+  for (OpenClass& open : classes_) {
+    if (open.algorithm == snapshot.algorithm && open.window_ms == snapshot.window_ms) return open;
+  }
+  return classes_.emplace_back(OpenClass{snapshot.algorithm, snapshot.window_ms, {}, 0});
+}
+
+void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>* frames) {
+  if (IsLog(snapshot.algorithm)) {
+    for (const NodeStamps& node : snapshot.log) {
+      const std::span<const LogStamp> stamps = node.stamps;
+      for (size_t first = 0; first < stamps.size(); first += kStampsPerEntry) {
+        AddLogEntry(ClassFor(snapshot), snapshot.key, node.node,
+                    stamps.subspan(first, std::min(kStampsPerEntry, stamps.size() - first)));
+        MaybeFinish(frames);
+      }
+    }
+    return;
+  }
+  OpenClass& open = ClassFor(snapshot);
+  const size_t before = open.keys.size();
+  PutKey(snapshot.key, &open.keys);
+  PutVarint(ZigZag(snapshot.counts.window_index - open.last_window_index), &open.keys);
+  open.last_window_index = snapshot.counts.window_index;
+  PutCounter(snapshot.counts.current, sender_, &open.keys);
+  PutCounter(snapshot.counts.previous, sender_, &open.keys);
+  ++entries_;
+  pending_bytes_ += open.keys.size() - before;
+  MaybeFinish(frames);
+}
+
+void PeerStateEncoder::AddLogEntry(OpenClass& open, std::string_view key, NodeId node,
+                                   std::span<const LogStamp> stamps) {
+  const size_t before = open.keys.size();
+  PutKey(key, &open.keys);
+  PutVarint(1, &open.keys);
+  PutNode(node, sender_, &open.keys);
+  PutVarint(stamps.size(), &open.keys);
+  int64_t previous_ms = 0;
+  for (const LogStamp& stamp : stamps) {
+    PutVarint(static_cast<uint64_t>(stamp.at_ms - previous_ms), &open.keys);
+    PutVarint(stamp.cost, &open.keys);
+    previous_ms = stamp.at_ms;
+  }
+  ++entries_;
+  pending_bytes_ += open.keys.size() - before;
+}
+
+void PeerStateEncoder::MaybeFinish(std::vector<std::string>* frames) {
+  // Room for the framing and the classes' headers: a few words each.
+  if (pending_bytes_ + 64 * (classes_.size() + 1) >= max_frame_bytes_) Finish(frames);
+}
+
+void PeerStateEncoder::Finish(std::vector<std::string>* frames) {
+  if (classes_.empty()) return;
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto state = message.initRoot<wire::PeerMessage>().initState();
+  state.setFull(full_);
+  auto out = state.initClasses(static_cast<unsigned>(classes_.size()));
+  for (unsigned i = 0; i < out.size(); ++i) {
+    out[i].setAlgorithm(static_cast<uint8_t>(classes_[i].algorithm));
+    out[i].setWindowMs(classes_[i].window_ms);
+    out[i].setKeys(DataOf(classes_[i].keys));
+  }
+  AppendFrame(message, &frames->emplace_back());
+  classes_.clear();
+  pending_bytes_ = 0;
+}
+
+}  // namespace tally::protocol

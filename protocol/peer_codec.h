@@ -1,0 +1,104 @@
+// The peer (gossip) messages of tally's protocol (schema: protocol/tally.capnp,
+// PeerMessage), and the packed encoding of replicated state inside them.
+//
+// PeerClass.keys packs the state of many keys of one (algorithm, window_ms),
+// every integer a LEB128 varint, every node id written as 0 when it is the
+// message's sender (the common case, and an id costs up to 10 bytes):
+//   counting classes, per key: key size, key bytes, window index as the
+//     zigzag difference from the previous key's (the first from 0), then for
+//     the current and the previous window: slot count, then (node, count)
+//   sliding log, per key: key size, key bytes, node count, then per node:
+//     node, stamp count, then per stamp: its time as the difference from the
+//     previous stamp's (the first: absolute; the others at least 1), cost
+// A delta costs a counting key about its key size plus 8 bytes. A log with
+// more than kStampsPerEntry stamps of one node is sent as several entries of
+// the same key: merging part of a log is a correct merge of that part.
+//
+// Hostile input is expected: decoding never reads past the bytes received,
+// and every count is checked against the bytes left before anything is
+// allocated for it. Semantic checks (key, window, stamp order) are the
+// engine's (Limiter::Merge).
+//
+// Thread safety: stateless functions; PeerStateEncoder is a value type.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "node/key_snapshot.h"
+#include "node/status.h"
+#include "protocol/codec.h"
+
+namespace tally::protocol {
+
+enum class PeerMessageKind : uint8_t { kHello, kState, kSyncDone, kHeartbeat, kUnknown };
+
+struct PeerClassView {
+  Algorithm algorithm = Algorithm::kSlidingWindowCounter;  // may be a number no engine knows
+  uint64_t window_ms = 0;
+  std::string_view keys;  // packed; points into the decoded frame
+};
+
+struct PeerMessage {
+  PeerMessageKind kind = PeerMessageKind::kHeartbeat;
+  NodeId node_id = 0;                  // kHello: the sender
+  bool full = false;                   // kState: part of a full sync
+  std::vector<PeerClassView> classes;  // kState
+};
+
+// Corruption for bytes that are not a PeerMessage (a hello with node id 0
+// included). A union member this version does not know is kUnknown.
+Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
+                         PeerMessage* message);
+
+// Hands each key entry of a class to the sink, with node 0 read as `sender`;
+// *keys counts them. Corruption on bytes that do not decode (the entries
+// before them have been handed over).
+Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotSink& sink,
+                       uint64_t* keys);
+
+// Append one frame to *out.
+void EncodeHello(NodeId node_id, std::string* out);
+void EncodeSyncDone(std::string* out);
+void EncodeHeartbeat(std::string* out);
+
+// Packs key snapshots (counting and log algorithms) into PeerState frames.
+// A frame is cut once it reaches max_frame_bytes, so it exceeds that by at
+// most one key entry (a counting key: its key, 20 bytes per slot and a few
+// more; a log entry: under 21 KiB).
+class PeerStateEncoder {
+ public:
+  static constexpr size_t kStampsPerEntry = 1'024;
+
+  PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes);
+  // Adds a key's state; appends a frame to *frames whenever one fills up.
+  void Add(const KeySnapshot& snapshot, std::vector<std::string>* frames);
+  // Appends the last frame, if anything is left.
+  void Finish(std::vector<std::string>* frames);
+  uint64_t entries() const { return entries_; }  // key entries added
+
+ private:
+  struct OpenClass {
+    Algorithm algorithm;
+    uint64_t window_ms;
+    std::string keys;
+    int64_t last_window_index = 0;
+  };
+  OpenClass& ClassFor(const KeySnapshot& snapshot);
+  void AddLogEntry(OpenClass& open, std::string_view key, NodeId node,
+                   std::span<const LogStamp> stamps);
+  void MaybeFinish(std::vector<std::string>* frames);
+
+  const NodeId sender_;
+  const bool full_;
+  const size_t max_frame_bytes_;
+  std::vector<OpenClass> classes_;
+  size_t pending_bytes_ = 0;
+  uint64_t entries_ = 0;
+};
+
+}  // namespace tally::protocol

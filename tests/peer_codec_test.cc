@@ -1,0 +1,291 @@
+// Unit tests of the peer protocol (protocol/peer_codec.h): packing replicated
+// state, the control messages, hostile bytes, and that duplicated, replayed
+// and reordered state messages change nothing once merged.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "node/clock.h"
+#include "node/limiter.h"
+#include "protocol/peer_codec.h"
+
+namespace tally {
+namespace {
+
+using protocol::PeerMessage;
+using protocol::PeerMessageKind;
+using protocol::PeerStateEncoder;
+
+constexpr int64_t kNowMs = 1'700'000'000'000;
+constexpr NodeId kSender = 0xDEADBEEFCAFE;
+
+
+// std::string's buffer is not guaranteed 8-byte aligned: decode from words.
+PeerMessage Decode(const std::string& frame) {
+  std::vector<uint64_t> words((frame.size() + 7) / 8);
+  std::memcpy(words.data(), frame.data(), frame.size());
+  static std::vector<std::vector<uint64_t>> keep;  // the message's views point into it
+  keep.push_back(std::move(words));
+  PeerMessage message;
+  const Status status = protocol::DecodePeerMessage(
+      {reinterpret_cast<const std::byte*>(keep.back().data()), frame.size()}, {}, &message);
+  REQUIRE_MESSAGE(status.ok(), status.ToString());
+  return message;
+}
+
+// Every key entry of the frames, decoded.
+std::vector<KeySnapshot> DecodeAll(const std::vector<std::string>& frames) {
+  std::vector<KeySnapshot> snapshots;
+  for (const std::string& frame : frames) {
+    const PeerMessage message = Decode(frame);
+    REQUIRE(message.kind == PeerMessageKind::kState);
+    for (const protocol::PeerClassView& view : message.classes) {
+      uint64_t keys = 0;
+      REQUIRE(protocol::DecodePeerClass(view, kSender,
+                                        [&](const KeySnapshot& s) { snapshots.push_back(s); },
+                                        &keys)
+                  .ok());
+    }
+  }
+  return snapshots;
+}
+
+KeySnapshot Counting(std::string key, uint64_t window_ms, int64_t window_index,
+                     std::vector<GCounter::Slot> current, std::vector<GCounter::Slot> previous) {
+  KeySnapshot snapshot;
+  snapshot.key = std::move(key);
+  snapshot.algorithm = Algorithm::kSlidingWindowCounter;
+  snapshot.window_ms = window_ms;
+  snapshot.counts.window_index = window_index;
+  for (const auto& slot : current) snapshot.counts.current.MergeSlot(slot.node, slot.count);
+  for (const auto& slot : previous) snapshot.counts.previous.MergeSlot(slot.node, slot.count);
+  return snapshot;
+}
+
+KeySnapshot Log(std::string key, std::vector<NodeStamps> log) {
+  KeySnapshot snapshot;
+  snapshot.key = std::move(key);
+  snapshot.algorithm = Algorithm::kSlidingWindowLog;
+  snapshot.window_ms = 60'000;
+  snapshot.log = std::move(log);
+  return snapshot;
+}
+
+// Counting keys come back exactly, the sender's slots included; a log comes
+// back as entries per node that together hold every stamp; frames stay
+// within the size asked for.
+TEST_CASE("peer codec: state round-trips through frames of bounded size") {
+  std::vector<KeySnapshot> written = {
+      Counting("a", 1'000, kNowMs / 1'000, {{kSender, 5}, {7, 300}}, {{kSender, 1}}),
+      Counting(std::string("b\0\xff", 3), 1'000, kNowMs / 1'000 - 1, {}, {{UINT64_MAX, 9}}),
+      Counting("c", 60'000, kNowMs / 60'000, {{3, uint64_t{1} << 40}}, {}),
+  };
+  std::vector<LogStamp> many;
+  for (int i = 0; i < 10'000; ++i) many.push_back({kNowMs - 20'000 + 2 * i, 1 + uint64_t(i % 5)});
+  written.push_back(Log("log", {{2, many}, {kSender, {{kNowMs, 1'000'000'000}}}}));
+  for (int i = 0; i < 3'000; ++i) {
+    written.push_back(Counting("key " + std::to_string(i), 1'000, kNowMs / 1'000, {{kSender, 1}}, {}));
+  }
+  constexpr size_t kMaxFrameBytes = 16 * 1024;
+  PeerStateEncoder encoder(kSender, /*full=*/true, kMaxFrameBytes);
+  std::vector<std::string> frames;
+  for (const KeySnapshot& snapshot : written) encoder.Add(snapshot, &frames);
+  encoder.Finish(&frames);
+  CHECK(frames.size() >= 3);  // ~60 KB of state in 16 KiB frames
+  for (const std::string& frame : frames) CHECK(frame.size() <= kMaxFrameBytes + 21 * 1'024);
+  CHECK(Decode(frames[0]).full);
+
+  const std::vector<KeySnapshot> read = DecodeAll(frames);
+  CHECK(encoder.entries() == read.size());
+  std::map<std::string, KeySnapshot> counting;
+  std::map<std::pair<std::string, NodeId>, std::vector<LogStamp>> stamps;
+  for (const KeySnapshot& snapshot : read) {
+    if (snapshot.algorithm == Algorithm::kSlidingWindowLog) {
+      REQUIRE(snapshot.log.size() == 1);
+      auto& into = stamps[{snapshot.key, snapshot.log[0].node}];
+      into.insert(into.end(), snapshot.log[0].stamps.begin(), snapshot.log[0].stamps.end());
+    } else {
+      counting[snapshot.key] = snapshot;
+    }
+  }
+  for (const KeySnapshot& snapshot : written) {
+    CAPTURE(snapshot.key);
+    if (snapshot.algorithm == Algorithm::kSlidingWindowLog) {
+      for (const NodeStamps& node : snapshot.log) CHECK(stamps[{snapshot.key, node.node}] == node.stamps);
+      continue;
+    }
+    REQUIRE(counting.count(snapshot.key) == 1);
+    CHECK(counting[snapshot.key].counts == snapshot.counts);
+    CHECK(counting[snapshot.key].window_ms == snapshot.window_ms);
+  }
+}
+
+// A delta's counting key costs its key size plus a few bytes.
+TEST_CASE("peer codec: a delta key-slot costs a few bytes") {
+  PeerStateEncoder encoder(kSender, /*full=*/false, 1 << 20);
+  std::vector<std::string> frames;
+  constexpr int kKeys = 1'000;
+  for (int i = 0; i < kKeys; ++i) {
+    encoder.Add(Counting("user:" + std::to_string(100'000 + i), 60'000, kNowMs / 60'000,
+                         {{kSender, uint64_t(i % 100)}}, {{kSender, 37}}),
+                &frames);
+  }
+  encoder.Finish(&frames);
+  REQUIRE(frames.size() == 1);
+  const double per_key = static_cast<double>(frames[0].size()) / kKeys;
+  MESSAGE("bytes per delta key (11-byte keys): " << per_key);
+  CHECK(per_key < 11 + 10);
+  CHECK_FALSE(Decode(frames[0]).full);
+}
+
+// hello, syncDone and heartbeat decode as themselves; a hello from node 0 is refused.
+TEST_CASE("peer codec: control messages") {
+  std::string frame;
+  protocol::EncodeHello(kSender, &frame);
+  PeerMessage message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kHello);
+  CHECK(message.node_id == kSender);
+  frame.clear();
+  protocol::EncodeSyncDone(&frame);
+  CHECK(Decode(frame).kind == PeerMessageKind::kSyncDone);
+  frame.clear();
+  protocol::EncodeHeartbeat(&frame);
+  CHECK(Decode(frame).kind == PeerMessageKind::kHeartbeat);
+  frame.clear();
+  protocol::EncodeHello(0, &frame);
+  std::vector<uint64_t> words((frame.size() + 7) / 8);
+  std::memcpy(words.data(), frame.data(), frame.size());
+  CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
+                                    {}, &message)
+            .code() == Status::Code::kCorruption);
+}
+
+// Truncated, altered and random packed state never crashes and never reads
+// past the bytes given: it decodes or it is Corruption. Token buckets are refused.
+TEST_CASE("peer codec: hostile packed state") {
+  PeerStateEncoder encoder(kSender, false, 1 << 20);
+  std::vector<std::string> frames;
+  encoder.Add(Counting("k", 1'000, kNowMs / 1'000, {{kSender, 3}, {9, 4}}, {{2, 2}}), &frames);
+  encoder.Add(Log("l", {{kSender, {{kNowMs - 5, 1}, {kNowMs, 2}}}}), &frames);
+  encoder.Finish(&frames);
+  const PeerMessage message = Decode(frames[0]);
+  REQUIRE(message.classes.size() == 2);
+  std::mt19937_64 rng(5);
+  uint64_t keys = 0;
+  const auto sink = [](const KeySnapshot&) {};
+  for (const protocol::PeerClassView& view : message.classes) {
+    const std::string valid(view.keys);
+    for (size_t cut = 0; cut < valid.size(); ++cut) {
+      std::string truncated = valid.substr(0, cut);  // a copy: nothing past it is readable
+      protocol::PeerClassView shorter = view;
+      shorter.keys = truncated;
+      const Status status = protocol::DecodePeerClass(shorter, kSender, sink, &keys);
+      CHECK((status.ok() || status.code() == Status::Code::kCorruption));
+    }
+    for (int round = 0; round < 2'000; ++round) {
+      std::string bytes = round % 2 == 0 ? valid : std::string(rng() % 64, '\0');
+      for (char& byte : bytes) {
+        if (round % 2 == 1 || rng() % 8 == 0) byte = static_cast<char>(rng());
+      }
+      protocol::PeerClassView altered = view;
+      altered.keys = bytes;
+      const Status status = protocol::DecodePeerClass(altered, kSender, sink, &keys);
+      CHECK((status.ok() || status.code() == Status::Code::kCorruption));
+    }
+  }
+  protocol::PeerClassView bucket = message.classes[0];
+  bucket.algorithm = Algorithm::kTokenBucket;
+  CHECK(protocol::DecodePeerClass(bucket, kSender, sink, &keys).code() == Status::Code::kCorruption);
+}
+
+// "k<n>". (GCC 12 warns falsely, -Wrestrict, on "k" + std::to_string(n) inlined here.)
+std::string KeyName(uint64_t n) {
+  std::string key = std::to_string(n);
+  key.insert(key.begin(), 'k');
+  return key;
+}
+
+// Three nodes' deltas and full syncs, merged in order into one limiter and
+// shuffled with duplicates and replays into another: the same state.
+TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing") {
+  ManualClock clock(kNowMs);
+  std::vector<std::tuple<NodeId, std::string>> frames;  // (sender, frame)
+  std::mt19937_64 rng(11);
+  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 1'000, 10'000},
+                             {Algorithm::kSlidingWindowCounter, 1'000, 10'000},
+                             {Algorithm::kSlidingWindowLog, 1'000, 10'000}};
+  std::vector<std::unique_ptr<Limiter>> senders;
+  for (NodeId node : {11, 12, 13}) {
+    Limiter::Options options{node, 100'000, &clock};
+    options.replicate = true;
+    senders.push_back(std::make_unique<Limiter>(options));
+  }
+  for (int round = 0; round < 30; ++round) {
+    for (auto& sender : senders) {
+      Decision decision;
+      for (int i = 0; i < 20; ++i) {
+        const LimitSpec& spec = specs[rng() % 3];
+        REQUIRE(sender->Check(KeyName(rng() % 15), spec, 1 + rng() % 3, &decision).ok());
+      }
+      PeerStateEncoder encoder(sender->node_id(), round % 10 == 9, 2'048);
+      std::vector<std::string> out;
+      const auto add = [&](const KeySnapshot& s) { encoder.Add(s, &out); };
+      if (round % 10 == 9) {
+        for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) sender->CollectReplica(shard, add);
+      } else {
+        sender->CollectGossip(add);
+      }
+      encoder.Finish(&out);
+      for (std::string& frame : out) frames.emplace_back(sender->node_id(), std::move(frame));
+    }
+    clock.AdvanceMs(97);
+  }
+  const auto apply = [&](Limiter& limiter, const std::vector<size_t>& order) {
+    for (size_t i : order) {
+      const auto& [sender, frame] = frames[i];
+      for (const protocol::PeerClassView& view : Decode(frame).classes) {
+        uint64_t keys = 0;
+        REQUIRE(protocol::DecodePeerClass(view, sender, [&](const KeySnapshot& s) {
+          REQUIRE(limiter.Merge(s).ok());
+        }, &keys).ok());
+      }
+    }
+  };
+  Limiter in_order(Limiter::Options{99, 100'000, &clock});
+  Limiter shuffled(Limiter::Options{99, 100'000, &clock});
+  std::vector<size_t> order(frames.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  apply(in_order, order);
+  std::vector<size_t> messy = order;
+  for (size_t i = 0; i < order.size(); i += 3) messy.push_back(order[i]);  // duplicates, replays
+  std::shuffle(messy.begin(), messy.end(), rng);
+  apply(shuffled, messy);
+  for (int k = 0; k < 15; ++k) {
+    for (const LimitSpec& spec : specs) {
+      const std::string key = KeyName(k);
+      KeySnapshot want, got, origin;
+      const Status found = in_order.Read(key, spec, &want);
+      CHECK(shuffled.Read(key, spec, &got).code() == found.code());
+      CHECK(got.counts == want.counts);
+      CHECK(got.log == want.log);
+      // And it is each sender's own state, nothing more.
+      uint64_t total = 0, origin_total = 0;
+      for (const auto& slot : want.counts.current.slots()) total += slot.count;
+      for (auto& sender : senders) {
+        if (sender->Read(key, spec, &origin).ok()) {
+          origin_total += origin.counts.current.Get(sender->node_id());
+        }
+      }
+      if (spec.algorithm != Algorithm::kSlidingWindowLog) CHECK(total == origin_total);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tally
