@@ -2,6 +2,7 @@
 //
 //   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W] [--cost C]
 //   tallyctl [--host H] [--port P] [--json] stats
+//   tallyctl [--host H] [--port P] [--json] cluster    (the node's gossip links and peers)
 //
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
@@ -67,7 +68,19 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"storage_checkpoints", s.storage_checkpoints},
       {"storage_keys_written", s.storage_keys_written},
       {"storage_write_errors", s.storage_write_errors},
-      {"storage_disk_bytes", s.storage_disk_bytes}};
+      {"storage_disk_bytes", s.storage_disk_bytes},
+      {"recovery_ms", s.recovery_ms},
+      {"recovery_peers_synced", s.recovery_peers_synced},
+      {"gossip_rounds", s.gossip_rounds},
+      {"gossip_bytes_sent", s.gossip_bytes_sent},
+      {"gossip_bytes_received", s.gossip_bytes_received},
+      {"gossip_delta_bytes_sent", s.gossip_delta_bytes_sent},
+      {"gossip_delta_entries_sent", s.gossip_delta_entries_sent},
+      {"gossip_full_syncs_sent", s.gossip_full_syncs_sent},
+      {"gossip_full_syncs_received", s.gossip_full_syncs_received},
+      {"gossip_entries_merged", s.gossip_entries_merged},
+      {"gossip_entries_rejected", s.gossip_entries_rejected},
+      {"gossip_sessions_refused", s.gossip_sessions_refused}};
   const char* separator = json ? "{" : "";
   for (const auto& [name, value] : fields) {
     std::printf(json ? "%s\"%s\":%llu" : "%s%s %llu\n", separator, name,
@@ -75,6 +88,47 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
     separator = json ? "," : "";
   }
   if (json) std::printf("}\n");
+  return kExitAllowed;
+}
+
+// The gossip links this node dials and the peers whose state it receives.
+int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
+  using ull = unsigned long long;
+  if (json) {
+    std::printf("{\"links\":[");
+    for (size_t i = 0; i < s.peer_links.size(); ++i) {
+      const tally::protocol::PeerLinkStatus& link = s.peer_links[i];
+      std::printf("%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
+                  "\"queued_bytes\":%llu,\"full_syncs_sent\":%llu,\"connects\":%llu}",
+                  i ? "," : "", tally::JsonString(link.address).c_str(), link.up ? "true" : "false",
+                  ull(link.node_id), ull(link.bytes_sent), ull(link.queued_bytes),
+                  ull(link.full_syncs_sent), ull(link.connects));
+    }
+    std::printf("],\"peers\":[");
+    for (size_t i = 0; i < s.peer_nodes.size(); ++i) {
+      const tally::protocol::PeerNodeStatus& node = s.peer_nodes[i];
+      std::printf("%s{\"node_id\":%llu,\"connected\":%s,\"last_heard_ms_ago\":%llu,"
+                  "\"full_syncs\":%llu,\"entries_merged\":%llu}",
+                  i ? "," : "", ull(node.node_id), node.connected ? "true" : "false",
+                  ull(node.last_heard_ms_ago), ull(node.full_syncs), ull(node.entries_merged));
+    }
+    std::printf("]}\n");
+    return kExitAllowed;
+  }
+  std::printf("links (this node's state to):\n%-24s %-5s %-20s %12s %10s %6s %8s\n", "address",
+              "up", "node", "bytes_sent", "queued", "syncs", "connects");
+  for (const tally::protocol::PeerLinkStatus& link : s.peer_links) {
+    std::printf("%-24s %-5s %-20llu %12llu %10llu %6llu %8llu\n", link.address.c_str(),
+                link.up ? "yes" : "no", ull(link.node_id), ull(link.bytes_sent),
+                ull(link.queued_bytes), ull(link.full_syncs_sent), ull(link.connects));
+  }
+  std::printf("peers (their state from):\n%-20s %-9s %14s %6s %14s\n", "node", "connected",
+              "last_heard_ms", "syncs", "merged");
+  for (const tally::protocol::PeerNodeStatus& node : s.peer_nodes) {
+    std::printf("%-20llu %-9s %14llu %6llu %14llu\n", ull(node.node_id),
+                node.connected ? "yes" : "no", ull(node.last_heard_ms_ago), ull(node.full_syncs),
+                ull(node.entries_merged));
+  }
   return kExitAllowed;
 }
 
@@ -108,6 +162,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   check->add_option("--cost", cost, "Units this request consumes; 0 peeks")->capture_default_str();
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
+  CLI::App* cluster = app.add_subcommand("cluster", "Print the node's gossip links and peers");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -119,12 +174,12 @@ int main(int argc, char** argv) {
   if (tally::Status status = tally::Client::Connect(options, &client); !status.ok()) {
     return PrintError(json, "unavailable", status.message());
   }
-  if (stats->parsed()) {
+  if (stats->parsed() || cluster->parsed()) {
     tally::protocol::StatsReply reply;
     if (tally::Status status = client->Stats(&reply); !status.ok()) {
       return PrintError(json, "error", status.ToString());
     }
-    return PrintStats(json, reply);
+    return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
   }
   const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
   if (!algorithm) return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node/clock.h"
+#include "node/gossip.h"
 #include "node/limiter.h"
 #include "node/persister.h"
 #include "node/server.h"
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
   tally::Persister::Options persister_options;
   std::string port_file;
   std::string log_level = "info";
+  tally::Gossip::Options gossip_options;
+  std::string gossip_address;  // default: --address
+  std::string gossip_port_file;
+  int64_t recovery_timeout_ms = 3'000;
 
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_config("--config", "", "Read options from a TOML file (flags override it)");
@@ -110,6 +115,28 @@ int main(int argc, char** argv) {
                  "RocksDB compacts on its own")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--peer", gossip_options.peers,
+                 "A peer's gossip address, host:port; repeat for each. Without any, the node "
+                 "is local-only");
+  app.add_option("--gossip-address", gossip_address,
+                 "Address of the gossip port (default: --address)");
+  app.add_option("--gossip-port", gossip_options.listen_port,
+                 "TCP port peers send their state to; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--gossip-port-file", gossip_port_file,
+                 "Write the bound gossip port to this file once listening");
+  app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
+                 "Send the keys admitted to since the last round this often")
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000}))
+      ->capture_default_str();
+  app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
+                 "Send every live key to each peer this often (and after each reconnect)")
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->capture_default_str();
+  app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
+                 "At start, wait at most this long for every peer's full sync before serving")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -133,6 +160,8 @@ int main(int argc, char** argv) {
   spdlog::info("node id {}; {}", limiter_options.node_id,
                memory_only ? "memory only" : "data in " + data_dir);
 
+  const bool clustered = !gossip_options.peers.empty();
+  limiter_options.replicate = clustered;
   tally::Limiter limiter(limiter_options);
   const tally::Clock* clock = tally::SystemClock::Default();
   tally::storage::Store::LoadStats loaded;
@@ -154,7 +183,45 @@ int main(int argc, char** argv) {
   if (store) {
     persister.emplace(persister_options, &limiter, store.get(), clock);
     persister->Start();
-    server.add_stats = [&](tally::protocol::StatsReply* stats) {
+  }
+
+  // A restarted node first takes back from its peers what they hold of its
+  // own slots (increments gossiped but not flushed before a crash): serving
+  // before that would undercount.
+  std::optional<tally::Gossip> gossip;
+  int64_t recovery_ms = 0;
+  size_t recovered_from = 0;
+  if (clustered) {
+    gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
+    gossip.emplace(gossip_options, &limiter);
+    if (tally::Status status = gossip->Listen(); !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    if (!gossip_port_file.empty() && !WritePortFile(gossip_port_file, gossip->port())) {
+      spdlog::error("cannot write gossip port file {}", gossip_port_file);
+      return 1;
+    }
+    gossip->Start();
+    const int64_t started_ms = clock->MonotonicMs();
+    recovered_from = gossip->WaitForPeerSyncs(recovery_timeout_ms);
+    recovery_ms = clock->MonotonicMs() - started_ms;
+    if (recovered_from < gossip_options.peers.size()) {
+      spdlog::warn("serving after {} ms with full syncs from {} of {} peers: the others did not "
+                   "answer in --recovery-timeout-ms; what they hold arrives when they do",
+                   recovery_ms, recovered_from, gossip_options.peers.size());
+    } else {
+      spdlog::info("full syncs from all {} peers in {} ms", recovered_from, recovery_ms);
+    }
+  }
+
+  server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    if (gossip) {
+      gossip->AddStats(stats);
+      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
+      stats->recovery_peers_synced = recovered_from;
+    }
+    if (persister) {
       const tally::Persister::Stats persisted = persister->stats();
       stats->restore_ms = static_cast<uint64_t>(restore_ms);
       stats->keys_restored = loaded.restored;
@@ -163,8 +230,8 @@ int main(int argc, char** argv) {
       stats->storage_keys_written = persisted.keys_written;
       stats->storage_write_errors = persisted.write_errors;
       stats->storage_disk_bytes = store->DiskBytes();
-    };
-  }
+    }
+  };
 
   tally::Server daemon(server, &limiter, clock);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
@@ -176,6 +243,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   daemon.Run();
+  if (gossip) gossip->Stop();
   if (persister) {  // a clean shutdown loses nothing: a checkpoint of every live key
     const int64_t checkpoint_started_ms = clock->MonotonicMs();
     if (tally::Status status = persister->Stop(); !status.ok()) {

@@ -131,6 +131,36 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.storage_write_errors = in.getStorageWriteErrors();
   stats.storage_disk_bytes = in.getStorageDiskBytes();
   stats.storage_checkpoints = in.getStorageCheckpoints();
+  stats.recovery_ms = in.getRecoveryMs();
+  stats.recovery_peers_synced = in.getRecoveryPeersSynced();
+  stats.gossip_rounds = in.getGossipRounds();
+  stats.gossip_bytes_sent = in.getGossipBytesSent();
+  stats.gossip_bytes_received = in.getGossipBytesReceived();
+  stats.gossip_delta_bytes_sent = in.getGossipDeltaBytesSent();
+  stats.gossip_delta_entries_sent = in.getGossipDeltaEntriesSent();
+  stats.gossip_full_syncs_sent = in.getGossipFullSyncsSent();
+  stats.gossip_full_syncs_received = in.getGossipFullSyncsReceived();
+  stats.gossip_entries_merged = in.getGossipEntriesMerged();
+  stats.gossip_entries_rejected = in.getGossipEntriesRejected();
+  stats.gossip_sessions_refused = in.getGossipSessionsRefused();
+  for (const auto link : in.getPeerLinks()) {
+    PeerLinkStatus& out = stats.peer_links.emplace_back();
+    out.address = link.getAddress().cStr();
+    out.up = link.getUp();
+    out.node_id = link.getNodeId();
+    out.bytes_sent = link.getBytesSent();
+    out.queued_bytes = link.getQueuedBytes();
+    out.full_syncs_sent = link.getFullSyncsSent();
+    out.connects = link.getConnects();
+  }
+  for (const auto node : in.getPeerNodes()) {
+    PeerNodeStatus& out = stats.peer_nodes.emplace_back();
+    out.node_id = node.getNodeId();
+    out.connected = node.getConnected();
+    out.last_heard_ms_ago = node.getLastHeardMsAgo();
+    out.full_syncs = node.getFullSyncs();
+    out.entries_merged = node.getEntriesMerged();
+  }
   return stats;
 }
 
@@ -226,6 +256,38 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setStorageWriteErrors(stats.storage_write_errors);
   out.setStorageDiskBytes(stats.storage_disk_bytes);
   out.setStorageCheckpoints(stats.storage_checkpoints);
+  out.setRecoveryMs(stats.recovery_ms);
+  out.setRecoveryPeersSynced(stats.recovery_peers_synced);
+  out.setGossipRounds(stats.gossip_rounds);
+  out.setGossipBytesSent(stats.gossip_bytes_sent);
+  out.setGossipBytesReceived(stats.gossip_bytes_received);
+  out.setGossipDeltaBytesSent(stats.gossip_delta_bytes_sent);
+  out.setGossipDeltaEntriesSent(stats.gossip_delta_entries_sent);
+  out.setGossipFullSyncsSent(stats.gossip_full_syncs_sent);
+  out.setGossipFullSyncsReceived(stats.gossip_full_syncs_received);
+  out.setGossipEntriesMerged(stats.gossip_entries_merged);
+  out.setGossipEntriesRejected(stats.gossip_entries_rejected);
+  out.setGossipSessionsRefused(stats.gossip_sessions_refused);
+  auto links = out.initPeerLinks(static_cast<unsigned>(stats.peer_links.size()));
+  for (unsigned i = 0; i < links.size(); ++i) {
+    const PeerLinkStatus& link = stats.peer_links[i];
+    links[i].setAddress(capnp::Text::Reader(link.address.data(), link.address.size()));
+    links[i].setUp(link.up);
+    links[i].setNodeId(link.node_id);
+    links[i].setBytesSent(link.bytes_sent);
+    links[i].setQueuedBytes(link.queued_bytes);
+    links[i].setFullSyncsSent(link.full_syncs_sent);
+    links[i].setConnects(link.connects);
+  }
+  auto nodes = out.initPeerNodes(static_cast<unsigned>(stats.peer_nodes.size()));
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    const PeerNodeStatus& node = stats.peer_nodes[i];
+    nodes[i].setNodeId(node.node_id);
+    nodes[i].setConnected(node.connected);
+    nodes[i].setLastHeardMsAgo(node.last_heard_ms_ago);
+    nodes[i].setFullSyncs(node.full_syncs);
+    nodes[i].setEntriesMerged(node.entries_merged);
+  }
 }
 
 void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder out) {

@@ -62,6 +62,26 @@ struct CheckOutcome {
   Decision decision;          // meaningful when error == kOk
 };
 
+// An outgoing gossip link, as its node sees it.
+struct PeerLinkStatus {
+  std::string address;  // as configured
+  bool up = false;      // connected, and the peer answered hello
+  uint64_t node_id = 0;  // the peer's, from its hello (0: never heard)
+  uint64_t bytes_sent = 0;
+  uint64_t queued_bytes = 0;
+  uint64_t full_syncs_sent = 0;
+  uint64_t connects = 0;
+};
+
+// A peer whose state this node receives.
+struct PeerNodeStatus {
+  uint64_t node_id = 0;
+  bool connected = false;
+  uint64_t last_heard_ms_ago = 0;
+  uint64_t full_syncs = 0;  // completed full syncs received
+  uint64_t entries_merged = 0;
+};
+
 struct StatsReply {
   uint64_t uptime_ms = 0;
   uint64_t keys = 0;
@@ -79,6 +99,21 @@ struct StatsReply {
   uint64_t storage_write_errors = 0;
   uint64_t storage_disk_bytes = 0;
   uint64_t storage_checkpoints = 0;
+  // Gossip; all 0 (and no peers) when the node has no peers.
+  uint64_t recovery_ms = 0;              // waiting for peers' full syncs before serving
+  uint64_t recovery_peers_synced = 0;    // peers whose full sync arrived in that time
+  uint64_t gossip_rounds = 0;
+  uint64_t gossip_bytes_sent = 0;        // on every link, all frames
+  uint64_t gossip_bytes_received = 0;
+  uint64_t gossip_delta_bytes_sent = 0;  // delta frames, summed over the links
+  uint64_t gossip_delta_entries_sent = 0;  // key entries in those (a key-slot per link)
+  uint64_t gossip_full_syncs_sent = 0;
+  uint64_t gossip_full_syncs_received = 0;
+  uint64_t gossip_entries_merged = 0;
+  uint64_t gossip_entries_rejected = 0;  // refused by the engine (bad key, order, skew, cap)
+  uint64_t gossip_sessions_refused = 0;  // peers closed for garbage, a bad hello or silence
+  std::vector<PeerLinkStatus> peer_links;
+  std::vector<PeerNodeStatus> peer_nodes;
 };
 
 enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };

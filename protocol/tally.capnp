@@ -78,6 +78,39 @@ struct StatsReply {
   storageWriteErrors @12 :UInt64;  # failed batches (the node then serves from memory)
   storageDiskBytes @13 :UInt64;  # SST files plus write-ahead logs
   storageCheckpoints @14 :UInt64;  # runs that replaced all earlier ones (among storageFlushes)
+  # Gossip (all 0, lists empty, on a node without peers): see protocol/messages.h.
+  recoveryMs @15 :UInt64;
+  recoveryPeersSynced @16 :UInt64;
+  gossipRounds @17 :UInt64;
+  gossipBytesSent @18 :UInt64;
+  gossipBytesReceived @19 :UInt64;
+  gossipDeltaBytesSent @20 :UInt64;
+  gossipDeltaEntriesSent @21 :UInt64;
+  gossipFullSyncsSent @22 :UInt64;
+  gossipFullSyncsReceived @23 :UInt64;
+  gossipEntriesMerged @24 :UInt64;
+  gossipEntriesRejected @25 :UInt64;
+  gossipSessionsRefused @26 :UInt64;
+  peerLinks @27 :List(PeerLinkStatus);
+  peerNodes @28 :List(PeerNodeStatus);
+}
+
+struct PeerLinkStatus {
+  address @0 :Text;
+  up @1 :Bool;
+  nodeId @2 :UInt64;
+  bytesSent @3 :UInt64;
+  queuedBytes @4 :UInt64;
+  fullSyncsSent @5 :UInt64;
+  connects @6 :UInt64;
+}
+
+struct PeerNodeStatus {
+  nodeId @0 :UInt64;
+  connected @1 :Bool;
+  lastHeardMsAgo @2 :UInt64;
+  fullSyncs @3 :UInt64;
+  entriesMerged @4 :UInt64;
 }
 
 # --- Peer protocol ----------------------------------------------------------

@@ -196,11 +196,25 @@ TEST_CASE("protocol: encode/decode response round trip") {
 
   Response stats;
   stats.kind = ResponseKind::kStats;
-  stats.stats = {1, 2, 3, 4, 5, 6, 7, 8};
+  stats.stats.uptime_ms = 1;
+  stats.stats.errors = 6;
+  stats.stats.connections_total = 8;
+  stats.stats.gossip_delta_entries_sent = 9;
+  stats.stats.peer_links = {{"127.0.0.1:7421", true, 42, 100, 5, 2, 3}};
+  stats.stats.peer_nodes = {{42, true, 17, 2, 1000}, {43, false, 9000, 0, 0}};
   got = RoundTrip(stats);
   CHECK(got.stats.uptime_ms == 1);
   CHECK(got.stats.errors == 6);
   CHECK(got.stats.connections_total == 8);
+  CHECK(got.stats.gossip_delta_entries_sent == 9);
+  REQUIRE(got.stats.peer_links.size() == 1);
+  CHECK(got.stats.peer_links[0].address == "127.0.0.1:7421");
+  CHECK(got.stats.peer_links[0].node_id == 42);
+  CHECK(got.stats.peer_links[0].connects == 3);
+  REQUIRE(got.stats.peer_nodes.size() == 2);
+  CHECK(got.stats.peer_nodes[1].node_id == 43);
+  CHECK_FALSE(got.stats.peer_nodes[1].connected);
+  CHECK(got.stats.peer_nodes[0].entries_merged == 1000);
 
   Response error;
   error.kind = ResponseKind::kError;

@@ -1,0 +1,85 @@
+// Gossip: replicates this node's counting and log state to its peers and
+// merges theirs, so that every node enforces one cluster-wide limit
+// (README "Cluster").
+//
+// Links: for every configured peer this node keeps one outgoing TCP
+// connection that carries its own state to that peer: a hello (answered by
+// the peer's hello), then a full sync (every live replicated key with every
+// node's slots and stamps, shard by shard, then syncDone), then every
+// interval_ms a delta (the keys admitted to here since the last round, this
+// node's own slots and new stamps only), a heartbeat when there was nothing
+// to send for heartbeat_ms, and a new full sync every full_sync_interval_ms.
+// A link that breaks is redialled with a backoff (reconnect_min_ms doubling
+// to reconnect_max_ms) and starts with a full sync again: that is the
+// anti-entropy that repairs whatever deltas were lost with the connection.
+// A link whose writes stall past write_timeout_ms, or whose queue exceeds
+// max_queued_bytes (a peer too slow for the deltas), is reset the same way.
+//
+// Sessions: peers dial this node's gossip port; their state is max-merged
+// into the Limiter as it arrives (idempotent: duplicated, replayed or
+// reordered messages change nothing). A session that sends anything but a
+// well-formed hello first, speaks garbage, claims this node's own id, or is
+// silent for idle_timeout_ms is closed and logged; the others go on. The
+// gossip port carries only the peer protocol: no client request is served
+// there, and the client port accepts no peer message.
+//
+// Threads: one thread ("tally-gossip") runs an io_context that owns every
+// link, session, timer and buffer. The Limiter is thread-safe. stats() and
+// WaitForPeerSyncs may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "node/limiter.h"
+#include "node/status.h"
+#include "protocol/messages.h"
+
+namespace tally {
+
+class Gossip {
+ public:
+  struct Options {
+    std::string listen_address = "127.0.0.1";
+    uint16_t listen_port = 7421;  // 0: an ephemeral port, see port()
+    std::vector<std::string> peers;  // host:port of each peer's gossip port
+    int64_t interval_ms = 50;
+    int64_t full_sync_interval_ms = 30'000;
+    int64_t heartbeat_ms = 1'000;
+    int64_t idle_timeout_ms = 5'000;
+    int64_t write_timeout_ms = 5'000;
+    int64_t connect_timeout_ms = 1'000;
+    int64_t reconnect_min_ms = 50;
+    int64_t reconnect_max_ms = 1'000;
+    size_t max_frame_bytes = 256 * 1024;       // frames this node sends
+    size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
+  };
+
+  // limiter must outlive the Gossip and have Options::replicate set.
+  Gossip(const Options& options, Limiter* limiter);
+  ~Gossip();  // Stop()
+  Gossip(const Gossip&) = delete;
+  Gossip& operator=(const Gossip&) = delete;
+
+  // Binds the gossip port. After OK, port() is the bound port.
+  Status Listen();
+  uint16_t port() const;
+  // Starts the gossip thread: dials every peer, accepts, runs the rounds.
+  void Start();
+  // Blocks until every configured peer has completed a full sync to this
+  // node, or timeout_ms passed. Returns how many peers (by node id) had.
+  size_t WaitForPeerSyncs(int64_t timeout_ms);
+  // Closes every connection and joins the thread. Idempotent.
+  void Stop();
+
+  // Adds the gossip fields (counters, links, peer nodes) to *stats.
+  void AddStats(protocol::StatsReply* stats) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tally

@@ -1,0 +1,205 @@
+// PeerSession: the state a peer sends to this node, merged as it arrives;
+// and the frame reading both ends of a gossip connection use.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "node/gossip_peer.h"
+
+namespace tally::gossip {
+namespace {
+
+constexpr size_t kMinReadBytes = 4 * 1024;
+constexpr size_t kMaxReadBytes = 256 * 1024;
+
+std::string PeerName(const tcp::socket& socket) {
+  asio::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
+}
+
+}  // namespace
+
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+protocol::FrameLimits PeerFrameLimits() {
+  protocol::FrameLimits limits;
+  limits.max_frame_bytes = 4 << 20;
+  return limits;
+}
+
+void RateLimitedLog::Warn(const std::string& line) {
+  const int64_t now_ms = SteadyNowMs();
+  if (now_ms - last_ms_ < 1'000) {
+    ++suppressed_;
+    return;
+  }
+  if (suppressed_ > 0) {
+    spdlog::warn("{} (and {} similar gossip warnings in the last second)", line, suppressed_);
+  } else {
+    spdlog::warn("{}", line);
+  }
+  last_ms_ = now_ms;
+  suppressed_ = 0;
+}
+
+asio::awaitable<Status> ReadPeerMessage(tcp::socket& socket, protocol::FrameBuffer* buffer,
+                                        protocol::PeerMessage* message, size_t* frame_bytes,
+                                        GossipShared& shared) {
+  const protocol::FrameLimits limits = PeerFrameLimits();
+  for (;;) {
+    const std::span<const std::byte> received = buffer->readable();
+    const protocol::FrameScan scan = protocol::ScanFrame(received, limits);
+    if (scan.state == protocol::FrameScan::State::kInvalid) {
+      co_return Status::Corruption(scan.error_message);
+    }
+    if (scan.state == protocol::FrameScan::State::kComplete) {
+      *frame_bytes = scan.frame_bytes;
+      co_return protocol::DecodePeerMessage(received.first(scan.frame_bytes), limits, message);
+    }
+    const size_t wanted = std::clamp(scan.frame_bytes - received.size(), kMinReadBytes, kMaxReadBytes);
+    const std::span<std::byte> room = buffer->writable(wanted);
+    asio::error_code ec;
+    const size_t read = co_await socket.async_read_some(
+        asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return Status::IOError(ec == asio::error::eof ? "closed by the peer" : ec.message());
+    buffer->Commit(read);
+    GossipShared::Add(shared.bytes_received, read);
+  }
+}
+
+PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
+                         std::set<std::shared_ptr<PeerSession>>* sessions)
+    : shared_(shared),
+      socket_(std::move(socket)),
+      sessions_(sessions),
+      peer_(PeerName(socket_)),
+      last_frame_ms_(SteadyNowMs()) {}
+
+void PeerSession::Start() {
+  sessions_->insert(shared_from_this());
+  asio::co_spawn(socket_.get_executor(), Run(), [self = shared_from_this()](std::exception_ptr e) {
+    if (e) spdlog::error("gossip session from {} failed: an exception escaped", self->peer_);
+  });
+}
+
+void PeerSession::Close() {
+  asio::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+void PeerSession::Tick(int64_t now_ms) {
+  if (socket_.is_open() && now_ms - last_frame_ms_ > shared_.options.idle_timeout_ms) {
+    shared_.log.Warn("closing gossip session from " + peer_ + ": silent for " +
+                     std::to_string(now_ms - last_frame_ms_) + " ms");
+    Close();
+  }
+}
+
+asio::awaitable<void> PeerSession::Run() {
+  const Status status = co_await Serve();
+  if (!status.ok() && status.code() != Status::Code::kIOError) {
+    GossipShared::Add(shared_.sessions_refused, 1);
+    shared_.log.Warn("refusing gossip from " + peer_ + ": " + status.ToString());
+  }
+  Close();
+  if (counted_) Heard(/*sessions=*/-1, 0, false);
+  sessions_->erase(shared_from_this());
+}
+
+asio::awaitable<Status> PeerSession::Serve() {
+  protocol::PeerMessage message;
+  size_t frame_bytes = 0;
+  if (Status status = co_await ReadPeerMessage(socket_, &in_, &message, &frame_bytes, shared_);
+      !status.ok()) {
+    co_return status;
+  }
+  if (message.kind != protocol::PeerMessageKind::kHello) {
+    co_return Status::InvalidArgument("the first peer message is not a hello");
+  }
+  if (message.node_id == shared_.limiter->node_id()) {
+    co_return Status::InvalidArgument("the peer claims this node's own id " +
+                                      std::to_string(message.node_id) +
+                                      " (a node listed as its own peer, or two nodes with one id)");
+  }
+  node_id_ = message.node_id;
+  in_.Consume(frame_bytes);
+  std::string hello;
+  protocol::EncodeHello(shared_.limiter->node_id(), &hello);
+  asio::error_code ec;
+  co_await asio::async_write(socket_, asio::buffer(hello), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::IOError(ec.message());
+  GossipShared::Add(shared_.bytes_sent, hello.size());
+  Heard(/*sessions=*/+1, 0, false);
+  counted_ = true;
+  for (;;) {
+    if (Status status = co_await ReadPeerMessage(socket_, &in_, &message, &frame_bytes, shared_);
+        !status.ok()) {
+      co_return status;
+    }
+    last_frame_ms_ = SteadyNowMs();
+    switch (message.kind) {
+      case protocol::PeerMessageKind::kState:
+        if (Status status = Merge(message); !status.ok()) co_return status;
+        break;
+      case protocol::PeerMessageKind::kSyncDone:
+        GossipShared::Add(shared_.full_syncs_received, 1);
+        Heard(0, 0, /*synced=*/true);
+        break;
+      case protocol::PeerMessageKind::kHello:
+        co_return Status::InvalidArgument("a second hello");
+      case protocol::PeerMessageKind::kHeartbeat:
+      case protocol::PeerMessageKind::kUnknown:  // a newer peer's message: ignored
+        Heard(0, 0, false);
+        break;
+    }
+    in_.Consume(frame_bytes);
+    in_.ShrinkIfIdle();
+  }
+}
+
+Status PeerSession::Merge(const protocol::PeerMessage& message) {
+  uint64_t merged = 0;
+  for (const protocol::PeerClassView& view : message.classes) {
+    uint64_t entries = 0;
+    const Status decoded = protocol::DecodePeerClass(
+        view, node_id_,
+        [&](const KeySnapshot& snapshot) {
+          const Status status = shared_.limiter->Merge(snapshot);
+          if (status.ok()) {
+            ++merged;
+            return;
+          }
+          GossipShared::Add(shared_.entries_rejected, 1);
+          shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
+                           "): a key's state was not merged: " + status.ToString());
+        },
+        &entries);
+    if (!decoded.ok()) return decoded;
+  }
+  GossipShared::Add(shared_.entries_merged, merged);
+  Heard(0, merged, false);
+  return Status::OK();
+}
+
+void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  GossipShared::NodeState& node = shared_.nodes[node_id_];
+  node.status.node_id = node_id_;
+  node.sessions += sessions;
+  node.status.connected = node.sessions > 0;
+  node.status.entries_merged += merged;
+  node.last_heard_ms = SteadyNowMs();
+  if (synced) {
+    ++node.status.full_syncs;
+    shared_.synced.insert(node_id_);
+    shared_.synced_changed.notify_all();
+  }
+}
+
+}  // namespace tally::gossip
