@@ -21,7 +21,7 @@ using testing::TallydProcess;
 
 std::unique_ptr<TallydProcess> StartTallyd(const std::vector<std::string>& args = {}) {
   std::unique_ptr<TallydProcess> process;
-  const Status status = TallydProcess::Start(args, &process);
+  const Status status = testing::StartTallyd(args, &process);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   return process;
 }

@@ -29,7 +29,7 @@ std::string Words(std::initializer_list<uint32_t> words) {
 
 struct Node {
   explicit Node(const std::vector<std::string>& args = {}) {
-    const Status status = TallydProcess::Start(args, &process);
+    const Status status = testing::StartTallyd(args, &process);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
   }
   std::unique_ptr<Client> Connect() const {

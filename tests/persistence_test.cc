@@ -24,6 +24,7 @@
 #include "tests/tallyd_process.h"
 #include "tests/temp_dir.h"
 #include "tests/must_check.h"
+#include "tests/poll.h"
 
 namespace tally {
 namespace {
@@ -33,6 +34,7 @@ using protocol::Check;
 using protocol::CheckOutcome;
 using protocol::StatsReply;
 using testing::MustCheck;
+using testing::PollUntil;
 using testing::TallydProcess;
 using testing::TempDir;
 
@@ -50,17 +52,6 @@ constexpr LimitSpec LongSpec(Algorithm algorithm, uint64_t limit) {
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-// Polls `done` every 5 ms for at most timeout_ms; returns its last answer.
-template <typename Predicate>
-bool PollUntil(Predicate done, int timeout_ms = 5'000) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
 }
 
 // A tmpfs mounted on `directory` (created) until destruction. Declare it
@@ -90,7 +81,7 @@ class TmpfsMount {
 // One tallyd (on 127.0.0.1, port 0) and a client connected to it.
 struct Node {
   explicit Node(const std::vector<std::string>& args) {
-    const Status status = TallydProcess::Start(args, &process);
+    const Status status = testing::StartTallyd(args, &process);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
     client = Connect();
   }

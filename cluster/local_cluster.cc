@@ -1,0 +1,182 @@
+#include "cluster/local_cluster.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace tally::cluster {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+}  // namespace
+
+Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>* cluster) {
+  std::string root = options.root;
+  const bool owns_root = root.empty();
+  if (owns_root) {
+    char root_template[] = "/tmp/tally-cluster-XXXXXX";
+    if (mkdtemp(root_template) == nullptr) return Status::IOError("mkdtemp failed");
+    root = root_template;
+  }
+  cluster->reset(new LocalCluster(options, root, owns_root));
+  LocalCluster& c = **cluster;
+  const size_t n = options.nodes;
+  if (options.gossip && n > 1) {
+    c.hub_ = std::make_unique<ProxyHub>();
+    c.proxy_ports_.assign(n * n, 0);
+    c.proxy_ids_.assign(n * n, 0);
+    for (size_t from = 0; from < n; ++from) {
+      for (size_t to = 0; to < n; ++to) {
+        if (from == to) continue;
+        const size_t index = c.ProxyOf(from, to);
+        if (Status status = c.hub_->Add(&c.proxy_ids_[index], &c.proxy_ports_[index]); !status.ok()) {
+          return status;
+        }
+      }
+    }
+  }
+  c.nodes_.resize(n);
+  for (size_t node = 0; node < n; ++node) {
+    if (Status status = c.SpawnNode(node); !status.ok()) return status;
+  }
+  for (size_t node = 0; node < n; ++node) {
+    if (Status status = c.nodes_[node]->WaitForPort(options.start_timeout_ms); !status.ok()) {
+      return Status::Unavailable("node " + std::to_string(node) + ": " + status.ToString());
+    }
+  }
+  return c.WaitConnected(options.start_timeout_ms);
+}
+
+LocalCluster::~LocalCluster() {
+  nodes_.clear();  // SIGKILL and reap
+  hub_.reset();
+  std::error_code ignored;
+  if (owns_root_) std::filesystem::remove_all(root_, ignored);
+}
+
+NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
+  NodeProcess::Options options;
+  options.tallyd_path = options_.tallyd_path;
+  options.directory = root_ + "/node" + std::to_string(node);
+  options.gossip_port = hub_ != nullptr;
+  options.args = {"--node-id", std::to_string(node + 1)};
+  if (hub_) {
+    for (size_t peer = 0; peer < options_.nodes; ++peer) {
+      if (peer == node) continue;
+      options.args.push_back("--peer");
+      options.args.push_back("127.0.0.1:" + std::to_string(proxy_ports_[ProxyOf(node, peer)]));
+    }
+  }
+  options.args.insert(options.args.end(), options_.node_args.begin(), options_.node_args.end());
+  return options;
+}
+
+// Spawns the node and, with gossip, points the proxies towards it at its
+// gossip port once it has bound it (before its recovery ends: peers must be
+// able to reach it for it to recover).
+Status LocalCluster::SpawnNode(size_t node) {
+  if (Status status = NodeProcess::Spawn(NodeOptions(node), &nodes_[node]); !status.ok()) {
+    return status;
+  }
+  if (!hub_) return Status::OK();
+  if (Status status = nodes_[node]->WaitForGossipPort(options_.start_timeout_ms); !status.ok()) {
+    return Status::Unavailable("node " + std::to_string(node) + ": " + status.ToString());
+  }
+  WireUpstreams(node);
+  return Status::OK();
+}
+
+void LocalCluster::WireUpstreams(size_t node) {
+  for (size_t from = 0; from < options_.nodes; ++from) {
+    if (from != node) hub_->SetUpstream(proxy_ids_[ProxyOf(from, node)], nodes_[node]->gossip_port());
+  }
+}
+
+Status LocalCluster::Connect(size_t node, std::unique_ptr<Client>* client) const {
+  return nodes_[node]->Connect(client);
+}
+
+Status LocalCluster::Stats(size_t node, protocol::StatsReply* stats) const {
+  std::unique_ptr<Client> client;
+  if (Status status = Connect(node, &client); !status.ok()) return status;
+  return client->Stats(stats);
+}
+
+Status LocalCluster::Kill(size_t node) {
+  if (nodes_[node]->SignalAndWait(SIGKILL, 5'000) < 0) {
+    return Status::Unavailable("node " + std::to_string(node) + " did not die");
+  }
+  return Status::OK();
+}
+
+Status LocalCluster::Stop(size_t node) {
+  const int code = nodes_[node]->SignalAndWait(SIGTERM, 20'000);
+  if (code != 0) {
+    return Status::Unavailable("node " + std::to_string(node) + " stopped with " +
+                               std::to_string(code) + ": " + nodes_[node]->Log());
+  }
+  return Status::OK();
+}
+
+Status LocalCluster::Restart(size_t node, int timeout_ms) {
+  if (nodes_[node]->running()) return Status::InvalidArgument("node is still running");
+  if (Status status = SpawnNode(node); !status.ok()) return status;
+  return nodes_[node]->WaitForPort(timeout_ms);
+}
+
+void LocalCluster::Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b) {
+  if (!hub_) return;
+  for (size_t a : group_a) {
+    for (size_t b : group_b) {
+      if (a == b) continue;
+      hub_->Cut(proxy_ids_[ProxyOf(a, b)]);
+      hub_->Cut(proxy_ids_[ProxyOf(b, a)]);
+    }
+  }
+}
+
+void LocalCluster::Heal() {
+  if (!hub_) return;
+  for (size_t from = 0; from < options_.nodes; ++from) {
+    for (size_t to = 0; to < options_.nodes; ++to) {
+      if (from != to) hub_->Heal(proxy_ids_[ProxyOf(from, to)]);
+    }
+  }
+}
+
+Status LocalCluster::WaitConnected(int timeout_ms) const {
+  if (!hub_) return Status::OK();
+  const auto deadline = steady_clock::now() + milliseconds(timeout_ms);
+  std::string missing;
+  while (steady_clock::now() < deadline) {
+    missing.clear();
+    size_t running_nodes = 0;
+    for (size_t node = 0; node < nodes_.size(); ++node) running_nodes += running(node) ? 1 : 0;
+    for (size_t node = 0; node < nodes_.size(); ++node) {
+      if (!running(node)) continue;
+      protocol::StatsReply stats;
+      if (!Stats(node, &stats).ok()) {
+        missing += " node " + std::to_string(node) + " answers no stats;";
+        continue;
+      }
+      size_t links_up = 0, peers_connected = 0;
+      for (const auto& link : stats.peer_links) links_up += link.up ? 1 : 0;
+      for (const auto& peer : stats.peer_nodes) peers_connected += peer.connected ? 1 : 0;
+      if (links_up < running_nodes - 1 || peers_connected < running_nodes - 1) {
+        missing += " node " + std::to_string(node) + ": " + std::to_string(links_up) +
+                   " links up, " + std::to_string(peers_connected) + " peers connected;";
+      }
+    }
+    if (missing.empty()) return Status::OK();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return Status::Unavailable("cluster not connected within " + std::to_string(timeout_ms) +
+                             " ms:" + missing);
+}
+
+}  // namespace tally::cluster
