@@ -10,12 +10,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cluster/demand.h"
 #include "cluster/local_cluster.h"
 #include "protocol/peer_codec.h"
 #include "tests/must_check.h"
@@ -90,38 +90,20 @@ TEST_CASE("cluster: a burst at one node is visible at every other within the bou
   CHECK(stats.gossip_entries_rejected == 0);
 }
 
-// Admitted per 1 s window with clients spread evenly over 3 nodes at demand
-// `demand_per_window` in all; full windows only (the first and last are partial).
+// Admitted per window, all nodes together, with clients spread evenly.
 std::vector<uint64_t> AdmittedPerWindow(LocalCluster& cluster, const LimitSpec& spec,
                                         uint64_t demand_per_window, int windows) {
-  std::map<int64_t, std::atomic<uint64_t>> admitted;
-  const int64_t first = WallMs() / static_cast<int64_t>(spec.window_ms) + 1;
-  for (int64_t w = first - 1; w <= first + windows; ++w) admitted[w];
-  const auto period = std::chrono::microseconds(1'000'000 * static_cast<int64_t>(cluster.size()) *
-                                                static_cast<int64_t>(spec.window_ms) / 1'000 /
-                                                static_cast<int64_t>(demand_per_window));
-  const int64_t end_ms = (first + windows) * static_cast<int64_t>(spec.window_ms);
-  std::vector<std::thread> clients;
-  for (size_t node = 0; node < cluster.size(); ++node) {
-    clients.emplace_back([&, node] {
-      std::unique_ptr<Client> client;
-      if (!cluster.Connect(node, &client).ok()) return;
-      auto next = steady_clock::now() + period * node / cluster.size();  // staggered
-      while (WallMs() < end_ms) {
-        std::this_thread::sleep_until(next);
-        next += period;
-        const int64_t window = WallMs() / static_cast<int64_t>(spec.window_ms);
-        protocol::CheckOutcome outcome;
-        if (!client->Check({"global", spec, 1}, &outcome).ok()) return;
-        auto it = admitted.find(window);
-        if (it != admitted.end() && outcome.decision.allowed) ++it->second;
-      }
-    });
-  }
-  for (std::thread& client : clients) client.join();
-  std::vector<uint64_t> full;
-  for (int64_t w = first; w < first + windows; ++w) full.push_back(admitted[w].load());
-  return full;
+  cluster::DemandOptions options;
+  options.spec = spec;
+  options.key = "global";
+  options.demand_per_window = demand_per_window;
+  options.windows = windows;
+  std::vector<cluster::WindowTally> tallies;
+  const Status status = cluster::DriveDemand(cluster, options, &tallies);
+  REQUIRE_MESSAGE(status.ok(), status.ToString());
+  std::vector<uint64_t> admitted;
+  for (const cluster::WindowTally& tally : tallies) admitted.push_back(tally.total_admitted());
+  return admitted;
 }
 
 // Clients spread evenly at four times the limit: three gossiping nodes admit

@@ -1,0 +1,44 @@
+// DriveDemand: clients at a steady, paced demand against the nodes of a
+// LocalCluster, counting what each node admits in each window. For the
+// demo, the benchmark and the global-limit test.
+//
+// One client thread per node with a share of the demand sends single checks
+// on one key at evenly spaced times; a check counts in the window of the
+// wall-clock time it was sent (windows aligned as tallyd aligns them, so a
+// check sent in the last millisecond of a window may be decided in the
+// next). Only whole windows are reported: the run starts at the next window
+// boundary and ends after `windows` windows.
+//
+// Thread safety: runs its own threads; returns when they are done.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/local_cluster.h"
+#include "node/limit.h"
+#include "node/status.h"
+
+namespace tally::cluster {
+
+struct DemandOptions {
+  LimitSpec spec{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  std::string key = "demand";
+  uint64_t demand_per_window = 400;  // checks per window, all nodes together
+  std::vector<double> shares;        // per node, summing to 1; empty: even
+  int windows = 3;
+};
+
+struct WindowTally {
+  int64_t window_index = 0;
+  std::vector<uint64_t> sent;      // per node
+  std::vector<uint64_t> admitted;  // per node
+  uint64_t total_admitted() const;
+};
+
+// Unavailable when a client cannot connect or a check fails.
+Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
+                   std::vector<WindowTally>* windows);
+
+}  // namespace tally::cluster

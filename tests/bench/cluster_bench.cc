@@ -1,0 +1,264 @@
+// The cluster benchmark: not a test, it prints figures (a table, and JSON to
+// --json). Run it with tests/bench/run_cluster_bench.sh. For 3 and 5 nodes:
+//
+//  1. admitted / limit per window, local-only nodes against a tally cluster,
+//     at demand 2x and 10x the limit, clients spread evenly and skewed (70%
+//     to node 0): sliding_counter, limit 100 per 1 s window, --windows whole
+//     windows each; the mean and the largest window;
+//  2. convergence latency: a check admitted at one node (each in turn, at a
+//     random phase of the gossip rounds) until a peek sees it on every other
+//     node; p50 and p99 of --samples;
+//  3. gossip bytes: tally-loadgen at full speed over every node (uniform
+//     keys) for --duration-ms: bytes on the wire per changed key-slot (delta
+//     bytes / delta key entries, each per link) and gossip bytes per second
+//     in all, beside the load that made them;
+//  4. throughput: the same tally-loadgen run against one local-only node and
+//     against the cluster, and the ratio.
+//
+// The nodes inherit this process's CPU affinity (the script pins it to CPU
+// 0); tally-loadgen runs pinned to --loadgen-cpu, so that one node and a
+// whole cluster get the same core to share.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cluster/demand.h"
+#include "cluster/local_cluster.h"
+
+namespace {
+
+using tally::Status;
+using tally::cluster::LocalCluster;
+using Clock = std::chrono::steady_clock;
+
+struct Settings {
+  std::string tallyd;
+  std::string loadgen;
+  int loadgen_cpu = -1;
+  int windows = 3;
+  int samples = 200;
+  int duration_ms = 4'000;
+  int connections = 48;
+  uint64_t keys = 100'000;
+};
+
+std::vector<std::string> json_rows;
+
+void Json(const std::string& row) { json_rows.push_back(row); }
+
+[[noreturn]] void Die(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "cluster_bench: %s: %s\n", what.c_str(), status.ToString().c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip) {
+  LocalCluster::Options options;
+  options.tallyd_path = settings.tallyd;
+  options.nodes = nodes;
+  options.gossip = gossip;
+  options.node_args = {"--memory-only"};  // persistence has its own benchmark
+  std::unique_ptr<LocalCluster> cluster;
+  if (Status status = LocalCluster::Start(options, &cluster); !status.ok()) Die("start", status);
+  return cluster;
+}
+
+// 1. Admitted / limit per window.
+void Admission(const Settings& settings, size_t nodes) {
+  std::printf("\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
+              "%d windows)\n%-12s %-7s %-8s %10s %10s\n", nodes, settings.windows, "mode", "demand",
+              "spread", "mean", "max");
+  for (const bool gossip : {false, true}) {
+    auto cluster = Start(settings, nodes, gossip);
+    for (const int factor : {2, 10}) {
+      for (const bool skewed : {false, true}) {
+        tally::cluster::DemandOptions demand;
+        demand.spec = {tally::Algorithm::kSlidingWindowCounter, 100, 1'000};
+        demand.key = "admission-" + std::to_string(factor) + (skewed ? "-skewed" : "-even");
+        demand.demand_per_window = static_cast<uint64_t>(factor) * demand.spec.limit;
+        demand.windows = settings.windows;
+        if (skewed) {
+          demand.shares.assign(nodes, 0.3 / static_cast<double>(nodes - 1));
+          demand.shares[0] = 0.7;
+        }
+        std::vector<tally::cluster::WindowTally> tallies;
+        if (Status status = tally::cluster::DriveDemand(*cluster, demand, &tallies); !status.ok()) {
+          Die("demand", status);
+        }
+        double sum = 0, largest = 0;
+        std::string per_window;
+        for (const auto& tally : tallies) {
+          const double ratio = static_cast<double>(tally.total_admitted()) / 100.0;
+          sum += ratio;
+          largest = std::max(largest, ratio);
+          per_window += (per_window.empty() ? "" : ", ") + std::to_string(ratio);
+        }
+        const double mean = sum / static_cast<double>(tallies.size());
+        const char* mode = gossip ? "tally" : "local-only";
+        std::printf("%-12s %-7s %-8s %10.2f %10.2f\n", mode, (std::to_string(factor) + "x").c_str(),
+                    skewed ? "skewed" : "even", mean, largest);
+        Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) + ", \"mode\": \"" +
+             mode + "\", \"demand_x_limit\": " + std::to_string(factor) + ", \"spread\": \"" +
+             (skewed ? "skewed" : "even") + "\", \"admitted_over_limit_mean\": " +
+             std::to_string(mean) + ", \"admitted_over_limit_max\": " + std::to_string(largest) +
+             ", \"per_window\": [" + per_window + "]}");
+      }
+    }
+  }
+}
+
+double Percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(p * static_cast<double>(values.size())))];
+}
+
+// 2. Convergence latency.
+void Convergence(const Settings& settings, LocalCluster& cluster) {
+  const size_t nodes = cluster.size();
+  std::vector<std::unique_ptr<tally::Client>> clients(nodes);
+  for (size_t node = 0; node < nodes; ++node) {
+    if (Status status = cluster.Connect(node, &clients[node]); !status.ok()) Die("connect", status);
+  }
+  const tally::LimitSpec spec{tally::Algorithm::kSlidingWindowCounter, 1'000, 86'400'000};
+  std::vector<double> latencies_ms;
+  std::mt19937 rng(7);
+  for (int sample = 0; sample < settings.samples; ++sample) {
+    // At a random phase of the gossip rounds: right after one converged is
+    // right after a round, which would bias every sample alike.
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50'000));
+    const size_t at = static_cast<size_t>(sample) % nodes;
+    const std::string key = "converge-" + std::to_string(sample);
+    tally::protocol::CheckOutcome outcome;
+    if (Status status = clients[at]->Check({key, spec, 1}, &outcome); !status.ok()) Die("check", status);
+    const Clock::time_point admitted = Clock::now();
+    std::vector<bool> seen(nodes, false);
+    seen[at] = true;
+    while (std::count(seen.begin(), seen.end(), false) > 0 &&
+           Clock::now() - admitted < std::chrono::seconds(5)) {
+      for (size_t node = 0; node < nodes; ++node) {
+        if (seen[node]) continue;
+        if (clients[node]->Check({key, spec, 0}, &outcome).ok() && outcome.decision.remaining == 999) {
+          seen[node] = true;
+        }
+      }
+    }
+    latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - admitted).count());
+  }
+  const double p50 = Percentile(latencies_ms, 0.50), p99 = Percentile(latencies_ms, 0.99);
+  std::printf("\n== %zu nodes: convergence, an increment until every other node sees it (%d samples)\n"
+              "p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", nodes, settings.samples, p50, p99,
+              Percentile(latencies_ms, 1.0));
+  Json("{\"scenario\": \"convergence\", \"nodes\": " + std::to_string(nodes) + ", \"samples\": " +
+       std::to_string(settings.samples) + ", \"p50_ms\": " + std::to_string(p50) + ", \"p99_ms\": " +
+       std::to_string(p99) + "}");
+}
+
+// Runs tally-loadgen against every node of the cluster; returns decisions/s.
+double Loadgen(const Settings& settings, LocalCluster& cluster, const std::string& label) {
+  std::vector<std::string> argv;
+  if (settings.loadgen_cpu >= 0) argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
+  argv.insert(argv.end(), {settings.loadgen, "--target", "tally", "--connections",
+                           std::to_string(settings.connections), "--depth", "16", "--keys",
+                           std::to_string(settings.keys), "--duration-ms",
+                           std::to_string(settings.duration_ms), "--label", label, "--no-header"});
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    argv.insert(argv.end(), {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
+  }
+  const std::string json_path = cluster.root() + "/" + label + ".json";
+  argv.insert(argv.end(), {"--json", json_path});
+  std::string out;
+  if (tally::cluster::RunCommand(argv, &out, settings.duration_ms + 30'000) != 0) {
+    Die("tally-loadgen", Status::IOError(out));
+  }
+  std::ifstream in(json_path);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::smatch match;
+  if (!std::regex_search(json, match, std::regex("\"decisions_per_s\": ?([0-9.]+)"))) {
+    Die("tally-loadgen", Status::IOError("no decisions_per_s in " + json));
+  }
+  return std::stod(match[1]);
+}
+
+tally::protocol::StatsReply Sum(LocalCluster& cluster) {
+  tally::protocol::StatsReply sum;
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    tally::protocol::StatsReply stats;
+    if (Status status = cluster.Stats(node, &stats); !status.ok()) Die("stats", status);
+    sum.gossip_bytes_sent += stats.gossip_bytes_sent;
+    sum.gossip_delta_bytes_sent += stats.gossip_delta_bytes_sent;
+    sum.gossip_delta_entries_sent += stats.gossip_delta_entries_sent;
+  }
+  return sum;
+}
+
+// 3 and 4. Gossip bytes under load, throughput against one node.
+void Load(const Settings& settings, LocalCluster& cluster, double single_node_decisions_per_s) {
+  const size_t nodes = cluster.size();
+  const tally::protocol::StatsReply before = Sum(cluster);
+  const Clock::time_point start = Clock::now();
+  const double decisions_per_s = Loadgen(settings, cluster, "cluster-" + std::to_string(nodes));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const tally::protocol::StatsReply after = Sum(cluster);
+  const double delta_bytes = static_cast<double>(after.gossip_delta_bytes_sent - before.gossip_delta_bytes_sent);
+  const double entries = static_cast<double>(after.gossip_delta_entries_sent - before.gossip_delta_entries_sent);
+  const double bytes_per_s = static_cast<double>(after.gossip_bytes_sent - before.gossip_bytes_sent) / seconds;
+  const double ratio = decisions_per_s / single_node_decisions_per_s;
+  std::printf("\n== %zu nodes: load from tally-loadgen over every node (%d connections, depth 16, %llu "
+              "uniform keys, %d ms)\n"
+              "decisions/s %.0f (one local-only node: %.0f; cluster / one node %.2f)\n"
+              "gossip: %.1f bytes per changed key-slot; %.0f key-slots/s; %.0f bytes/s on the wire "
+              "in all (%.1f per decision)\n",
+              nodes, settings.connections, static_cast<unsigned long long>(settings.keys),
+              settings.duration_ms, decisions_per_s, single_node_decisions_per_s, ratio,
+              entries > 0 ? delta_bytes / entries : 0, entries / seconds, bytes_per_s,
+              bytes_per_s / decisions_per_s);
+  Json("{\"scenario\": \"load\", \"nodes\": " + std::to_string(nodes) + ", \"decisions_per_s\": " +
+       std::to_string(decisions_per_s) + ", \"single_node_decisions_per_s\": " +
+       std::to_string(single_node_decisions_per_s) + ", \"cluster_over_single_node\": " +
+       std::to_string(ratio) + ", \"bytes_per_key_slot\": " +
+       std::to_string(entries > 0 ? delta_bytes / entries : 0) + ", \"key_slots_per_s\": " +
+       std::to_string(entries / seconds) + ", \"gossip_bytes_per_s\": " + std::to_string(bytes_per_s) +
+       "}");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings settings;
+  std::string json_path;
+  CLI::App app("cluster_bench: tally clusters of 3 and 5 local nodes against local-only nodes");
+  app.add_option("--tallyd", settings.tallyd, "tallyd binary")->required();
+  app.add_option("--loadgen", settings.loadgen, "tally-loadgen binary")->required();
+  app.add_option("--loadgen-cpu", settings.loadgen_cpu, "Pin tally-loadgen to this CPU (-1: no)");
+  app.add_option("--windows", settings.windows, "Windows per admission run")->capture_default_str();
+  app.add_option("--samples", settings.samples, "Convergence samples")->capture_default_str();
+  app.add_option("--duration-ms", settings.duration_ms, "Each load run")->capture_default_str();
+  app.add_option("--json", json_path, "Write the results here (a JSON array)");
+  CLI11_PARSE(app, argc, argv);
+
+  auto single = Start(settings, 1, false);
+  const double single_node = Loadgen(settings, *single, "single-node");
+  single.reset();
+  for (const size_t nodes : {size_t{3}, size_t{5}}) {
+    Admission(settings, nodes);
+    auto cluster = Start(settings, nodes, true);
+    Convergence(settings, *cluster);
+    Load(settings, *cluster, single_node);
+  }
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << "[\n";
+    for (size_t i = 0; i < json_rows.size(); ++i) out << json_rows[i] << (i + 1 < json_rows.size() ? ",\n" : "\n");
+    out << "]\n";
+    std::printf("\nresults: %s\n", json_path.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The cluster benchmark (tests/bench/cluster_bench.cc says what it measures):
+# local clusters of 3 and 5 nodes against local-only nodes. Not a test: it
+# prints figures, and writes them to $BUILD_DIR/cluster_bench.json.
+#
+# Every tallyd runs pinned to CPU 0 (the benchmark process is, and its nodes
+# inherit it) and tally-loadgen to CPU 1: one node and a whole cluster get the
+# same core. About 3 minutes.
+#
+# Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build_dir=${BUILD_DIR:-build}
+# shellcheck source-path=SCRIPTDIR/../..
+source tests/bench/bench_lib.sh
+bench_build "$build_dir" tallyd tally-loadgen cluster_bench
+bench_init
+loadgen_cpu=1
+[ ${#client_cpu[@]} -gt 0 ] || loadgen_cpu=-1
+"${server_cpu[@]}" "$build_dir/tests/bench/cluster_bench" \
+  --tallyd "$build_dir/node/tallyd" --loadgen "$build_dir/cluster/tally-loadgen" \
+  --loadgen-cpu "$loadgen_cpu" --windows "${WINDOWS:-3}" --samples "${SAMPLES:-200}" \
+  --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
