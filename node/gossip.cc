@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "node/acceptor.h"
 #include "node/gossip_peer.h"
 
 namespace tally {
@@ -112,28 +113,11 @@ Gossip::~Gossip() { Stop(); }
 
 Status Gossip::Listen() {
   const Options& options = impl_->shared.options;
-  asio::error_code ec;
-  const asio::ip::address address = asio::ip::make_address(options.listen_address, ec);
-  if (ec) return Status::InvalidArgument("bad gossip address '" + options.listen_address + "'");
-  const tcp::endpoint endpoint(address, options.listen_port);
-  tcp::acceptor& acceptor = impl_->acceptor;
-  if (acceptor.open(endpoint.protocol(), ec); ec) return Status::IOError("socket: " + ec.message());
-  acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (acceptor.bind(endpoint, ec); ec) {
-    return Status::IOError("cannot bind the gossip port " + options.listen_address + ":" +
-                           std::to_string(options.listen_port) + ": " + ec.message());
-  }
-  if (acceptor.listen(asio::socket_base::max_listen_connections, ec); ec) {
-    return Status::IOError("listen: " + ec.message());
-  }
-  return Status::OK();
+  return tally::Listen(impl_->acceptor, options.listen_address, options.listen_port,
+                       "the gossip port");
 }
 
-uint16_t Gossip::port() const {
-  asio::error_code ec;
-  const tcp::endpoint endpoint = impl_->acceptor.local_endpoint(ec);
-  return ec ? 0 : endpoint.port();
-}
+uint16_t Gossip::port() const { return BoundPort(impl_->acceptor); }
 
 void Gossip::Start() {
   Impl& impl = *impl_;

@@ -10,6 +10,7 @@
 #include <asio.hpp>
 #include <spdlog/spdlog.h>
 
+#include "node/acceptor.h"
 #include "node/request_handler.h"
 #include "protocol/frame_buffer.h"
 
@@ -316,30 +317,11 @@ Server::Server(const Options& options, Limiter* limiter, const Clock* clock)
 Server::~Server() = default;
 
 Status Server::Listen() {
-  asio::error_code ec;
-  const asio::ip::address address = asio::ip::make_address(impl_->options.address, ec);
-  if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.address + "'");
-  const tcp::endpoint endpoint(address, impl_->options.port);
-  tcp::acceptor& acceptor = impl_->acceptor;
-  if (acceptor.open(endpoint.protocol(), ec); ec) {
-    return Status::IOError("socket: " + ec.message());
-  }
-  acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (acceptor.bind(endpoint, ec); ec) {
-    return Status::IOError("cannot bind " + impl_->options.address + ":" +
-                           std::to_string(impl_->options.port) + ": " + ec.message());
-  }
-  if (acceptor.listen(asio::socket_base::max_listen_connections, ec); ec) {
-    return Status::IOError("listen: " + ec.message());
-  }
-  return Status::OK();
+  return tally::Listen(impl_->acceptor, impl_->options.address, impl_->options.port,
+                       "the client port");
 }
 
-uint16_t Server::port() const {
-  asio::error_code ec;
-  const tcp::endpoint endpoint = impl_->acceptor.local_endpoint(ec);
-  return ec ? 0 : endpoint.port();
-}
+uint16_t Server::port() const { return BoundPort(impl_->acceptor); }
 
 void Server::Run() {
   Impl& impl = *impl_;
