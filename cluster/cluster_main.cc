@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
   double factor = 4;
   CLI::App app("tally-cluster: a local tally cluster on 127.0.0.1");
   app.require_subcommand(1);
+  app.fallthrough();  // --nodes and --tallyd also after the subcommand
   app.add_option("--tallyd", options.tallyd_path, "The tallyd binary")->capture_default_str();
   app.add_option("--nodes", options.nodes, "Nodes in the cluster")
       ->check(CLI::Range(size_t{1}, size_t{16}))

@@ -8,9 +8,8 @@
 
 namespace tally {
 
-Persister::Persister(const Options& options, Limiter* limiter, storage::Store* store,
-                     const Clock* clock)
-    : options_(options), limiter_(limiter), store_(store), clock_(clock) {}
+Persister::Persister(const Options& options, Limiter* limiter, storage::Store* store)
+    : options_(options), limiter_(limiter), store_(store) {}
 
 Persister::~Persister() { Stop(); }
 

@@ -27,7 +27,6 @@
 #include <mutex>
 #include <thread>
 
-#include "node/clock.h"
 #include "node/limiter.h"
 #include "storage/store.h"
 
@@ -47,8 +46,8 @@ class Persister {
     bool unsaved = false;       // a write failed; the next flush writes a checkpoint
   };
 
-  // limiter, store and clock must outlive the Persister.
-  Persister(const Options& options, Limiter* limiter, storage::Store* store, const Clock* clock);
+  // limiter and store must outlive the Persister.
+  Persister(const Options& options, Limiter* limiter, storage::Store* store);
   ~Persister();  // Stop()
 
   void Start();
@@ -75,7 +74,6 @@ class Persister {
   const Options options_;
   Limiter* const limiter_;
   storage::Store* const store_;
-  const Clock* const clock_;
 
   std::mutex mu_;  // guards stop_; the threads wait on wake_ with it
   std::condition_variable wake_;

@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
   }
   std::optional<tally::Persister> persister;
   if (store) {
-    persister.emplace(persister_options, &limiter, store.get(), clock);
+    persister.emplace(persister_options, &limiter, store.get());
     persister->Start();
   }
 

@@ -536,7 +536,7 @@ TEST_CASE("storage: persisted state restores into identical decisions") {
     }
   };
   {
-    Persister persister(Persister::Options{}, &original, store.get(), &clock);
+    Persister persister(Persister::Options{}, &original, store.get());
     for (int round = 0; round < 8; ++round, clock.AdvanceMs(97)) check_all(original, nullptr);
     REQUIRE(persister.Flush().ok());
     const Persister::Stats stats = persister.stats();
@@ -570,7 +570,7 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   Decision decision;
   REQUIRE(limiter.Check("short", LimitSpec{Algorithm::kFixedWindow, 5, 1'000}, 1, &decision).ok());
   REQUIRE(limiter.Check("long", LimitSpec{Algorithm::kFixedWindow, 5, 3'600'000}, 2, &decision).ok());
-  Persister persister(Persister::Options{}, &limiter, store.get(), &clock);
+  Persister persister(Persister::Options{}, &limiter, store.get());
   REQUIRE(persister.Flush().ok());
   CHECK(persister.stats().checkpoints == 0);
   clock.AdvanceMs(2'000);
@@ -600,7 +600,7 @@ void FullDiskScenario(const std::string& dir, uint64_t min_free_bytes) {
   const Status opened = Store::Open(options, &store);
   REQUIRE_MESSAGE(opened.ok(), opened.ToString());
   Limiter limiter(Limiter::Options{1, 1'000'000, &clock, /*track_changes=*/true});
-  auto persister = std::make_unique<Persister>(Persister::Options{}, &limiter, store.get(), &clock);
+  auto persister = std::make_unique<Persister>(Persister::Options{}, &limiter, store.get());
   std::vector<std::string> keys;
   Status flushed;
   for (int round = 0; round < 200 && flushed.ok(); ++round) {
