@@ -1,10 +1,13 @@
 #include "cluster/local_cluster.h"
 
+#include "protocol/peer_auth.h"
+
 #include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace tally::cluster {
@@ -27,6 +30,7 @@ Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>
   LocalCluster& c = **cluster;
   const size_t n = options.nodes;
   if (options.gossip && n > 1) {
+    if (Status status = c.WriteSecret(); !status.ok()) return status;
     c.hub_ = std::make_unique<ProxyHub>();
     c.proxy_ports_.assign(n * n, 0);
     c.proxy_ids_.assign(n * n, 0);
@@ -66,6 +70,7 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
   options.gossip_port = hub_ != nullptr;
   options.args = {"--node-id", std::to_string(node + 1)};
   if (hub_) {
+    options.args.insert(options.args.end(), {"--cluster-secret-file", secret_path()});
     for (size_t peer = 0; peer < options_.nodes; ++peer) {
       if (peer == node) continue;
       options.args.push_back("--peer");
@@ -95,6 +100,23 @@ void LocalCluster::WireUpstreams(size_t node) {
   for (size_t from = 0; from < options_.nodes; ++from) {
     if (from != node) hub_->SetUpstream(proxy_ids_[ProxyOf(from, node)], nodes_[node]->gossip_port());
   }
+}
+
+Status LocalCluster::WriteSecret() const {
+  const std::string secret = protocol::RandomNonce() + protocol::RandomNonce();
+  std::string hex;
+  for (const char byte : secret) {
+    const char* digits = "0123456789abcdef";
+    hex += digits[static_cast<unsigned char>(byte) >> 4];
+    hex += digits[static_cast<unsigned char>(byte) & 15];
+  }
+  std::ofstream out(secret_path());
+  out << hex << "\n";
+  if (!out) return Status::IOError("cannot write " + secret_path());
+  std::error_code ec;
+  std::filesystem::permissions(secret_path(), std::filesystem::perms::owner_read |
+                                                  std::filesystem::perms::owner_write, ec);
+  return Status::OK();
 }
 
 Status LocalCluster::Connect(size_t node, std::unique_ptr<Client>* client) const {

@@ -2,7 +2,8 @@
 // and `tally-cluster`.
 //
 // Every node gets its own directory under the cluster's root (data, port
-// files, log), a fixed node id (its index + 1), and ports chosen at run time.
+// files, log), a fixed node id (its index + 1), and ports chosen at run time;
+// with gossip, all share a random cluster secret written under the root.
 // With gossip, node i reaches node j through proxy (i, j) of a ProxyHub: the
 // links between nodes are real TCP paths that Cut and Heal break and mend.
 // Without gossip, the nodes are local-only (no --peer): the baseline a
@@ -55,6 +56,8 @@ class LocalCluster {
   NodeProcess& process(size_t node) { return *nodes_[node]; }
   bool running(size_t node) const { return nodes_[node]->running(); }
   const std::string& root() const { return root_; }
+  // The file with the cluster secret every node is given (gossip only).
+  std::string secret_path() const { return root_ + "/cluster.secret"; }
 
   // SIGKILL (a crash) or SIGTERM (a clean stop) one node, and reap it.
   Status Kill(size_t node);
@@ -77,6 +80,7 @@ class LocalCluster {
   NodeProcess::Options NodeOptions(size_t node) const;
   size_t ProxyOf(size_t from, size_t to) const { return from * options_.nodes + to; }
   Status SpawnNode(size_t node);
+  Status WriteSecret() const;
   void WireUpstreams(size_t node);
 
   const Options options_;

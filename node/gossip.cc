@@ -113,6 +113,10 @@ Gossip::~Gossip() { Stop(); }
 
 Status Gossip::Listen() {
   const Options& options = impl_->shared.options;
+  if (options.cluster_secret.size() < protocol::kMinSecretBytes) {
+    return Status::InvalidArgument("the cluster secret must be at least " +
+                                   std::to_string(protocol::kMinSecretBytes) + " bytes");
+  }
   return tally::Listen(impl_->acceptor, options.listen_address, options.listen_port,
                        "the gossip port");
 }

@@ -15,11 +15,18 @@
 // A link whose writes stall past write_timeout_ms, or whose queue exceeds
 // max_queued_bytes (a peer too slow for the deltas), is reset the same way.
 //
+// Authentication: both hellos carry fresh nonces; every message after the
+// dialler's hello is sealed with an HMAC under a key derived from the
+// cluster secret and both nonces, and a sequence number
+// (protocol/peer_auth.h). A peer without the secret cannot get past the
+// handshake; a replayed or reordered message fails its seal.
+//
 // Sessions: peers dial this node's gossip port; their state is max-merged
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
 // reordered messages change nothing). A session that sends anything but a
-// well-formed hello first, speaks garbage, claims this node's own id, or is
-// silent for idle_timeout_ms is closed and logged; the others go on. The
+// well-formed hello first, a message without a valid seal, garbage, this
+// node's own id, or is silent for idle_timeout_ms is closed and logged
+// (rate-limited); the others go on. The
 // gossip port carries only the peer protocol: no client request is served
 // there, and the client port accepts no peer message.
 //
@@ -45,6 +52,7 @@ class Gossip {
     std::string listen_address = "127.0.0.1";
     uint16_t listen_port = 7421;  // 0: an ephemeral port, see port()
     std::vector<std::string> peers;  // host:port of each peer's gossip port
+    std::string cluster_secret;      // shared by the members; protocol::kMinSecretBytes or more
     int64_t interval_ms = 50;
     int64_t full_sync_interval_ms = 30'000;
     int64_t heartbeat_ms = 1'000;
@@ -64,6 +72,7 @@ class Gossip {
   Gossip& operator=(const Gossip&) = delete;
 
   // Binds the gossip port. After OK, port() is the bound port.
+  // InvalidArgument when the cluster secret is too short.
   Status Listen();
   uint16_t port() const;
   // Starts the gossip thread: dials every peer, accepts, runs the rounds.

@@ -89,19 +89,26 @@ asio::awaitable<Status> PeerLink::Connect() {
   if (ec) co_return Status::Unavailable("cannot connect: " + ec.message());
   socket_.set_option(tcp::no_delay(true), ec);
   std::string hello;
-  protocol::EncodeHello(shared_.limiter->node_id(), &hello);
+  const std::string nonce = protocol::RandomNonce();
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, &hello);
   co_await asio::async_write(socket_, asio::buffer(hello), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot send hello: " + ec.message());
+  // The peer's hello, sealed with seq 0: it proves the peer holds the secret.
   protocol::PeerMessage reply;
-  size_t frame_bytes = 0;
+  size_t sizes[2] = {0, 0};
   in_ = protocol::FrameBuffer();
-  if (Status status = co_await ReadPeerMessage(socket_, &in_, &reply, &frame_bytes, shared_);
-      !status.ok()) {
-    co_return Status::Unavailable("no hello in reply: " + status.ToString());
+  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
+    co_return Status::Unavailable("no sealed hello in reply: " + status.ToString());
   }
+  if (Status status = DecodeAt(in_, 0, sizes[0], &reply); !status.ok()) co_return status;
   if (reply.kind != protocol::PeerMessageKind::kHello) {
     co_return Status::Unavailable("the peer answered with something other than hello");
   }
+  auth_.emplace(shared_.options.cluster_secret, nonce, reply.nonce);
+  if (Status status = CheckSeal(in_, sizes, *auth_, 0); !status.ok()) {
+    co_return Status::Unavailable("refusing the peer: " + std::string(status.message()));
+  }
+  next_seq_ = 1;
   deadline_ms_ = 0;
   peer_id_ = reply.node_id;
   up_ = true;
@@ -158,8 +165,12 @@ void PeerLink::Enqueue(Frame frame) {
           " bytes queued); reconnecting to resynchronise");
     return;
   }
-  queued_bytes_ += frame->size();
+  auto seal = std::make_shared<std::string>();
+  protocol::EncodeSeal(next_seq_, auth_->Mac(next_seq_, protocol::FrameBytes(*frame)), seal.get());
+  ++next_seq_;
+  queued_bytes_ += frame->size() + seal->size();
   queue_.push_back(std::move(frame));
+  queue_.push_back(std::move(seal));
   last_enqueue_ms_ = SteadyNowMs();
   if (!writing_) WriteNext();
 }

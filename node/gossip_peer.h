@@ -23,7 +23,9 @@
 #include "node/limiter.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
+#include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
+#include <optional>
 
 namespace tally::gossip {
 
@@ -50,7 +52,7 @@ struct GossipShared {
   GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
       : options(gossip_options), limiter(replicated) {}
 
-  const Gossip::Options options;
+  const Gossip::Options options;  // options.cluster_secret: at least kMinSecretBytes
   Limiter* const limiter;
   RateLimitedLog log;  // gossip thread only
 
@@ -74,13 +76,20 @@ struct GossipShared {
   }
 };
 
-// Reads from the socket into *buffer until one whole frame is there, and
-// decodes it into *message (whose views point into *buffer: call
-// buffer->Consume(*frame_bytes) once done with it). IOError when the
-// connection ends or fails; Corruption for a bad frame.
-asio::awaitable<Status> ReadPeerMessage(tcp::socket& socket, protocol::FrameBuffer* buffer,
-                                        protocol::PeerMessage* message, size_t* frame_bytes,
-                                        GossipShared& shared);
+// Reads from the socket into *buffer until `count` (1 or 2) whole frames
+// are there, their sizes into sizes[]. IOError when the connection ends or
+// fails; Corruption for bytes that are no frame.
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
+                                   size_t count, size_t sizes[2], GossipShared& shared);
+
+// Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
+Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+                protocol::PeerMessage* message);
+
+// A message and the seal after it, both buffered at the front: OK when the
+// seal carries `seq` and the mac of the message's frame under `auth`.
+Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+                 const protocol::PeerAuth& auth, uint64_t seq);
 
 // The connection this node dials to one peer, carrying its state there.
 class PeerLink {
@@ -97,6 +106,7 @@ class PeerLink {
  private:
   asio::awaitable<void> Run();
   asio::awaitable<Status> Connect();
+  // Queues the frame and its seal (the next seq).
   void Enqueue(Frame frame);
   void WriteNext();
   void StartSync();
@@ -115,6 +125,8 @@ class PeerLink {
   bool ever_up_ = false;
   bool reported_down_ = false;
   NodeId peer_id_ = 0;
+  std::optional<protocol::PeerAuth> auth_;  // this connection's key
+  uint64_t next_seq_ = 1;
   uint64_t generation_ = 0;   // one per connection: stale write callbacks are ignored
   int64_t deadline_ms_ = 0;   // connecting: give up then; 0: none
   std::deque<Frame> queue_;
@@ -151,6 +163,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   const std::string peer_;
   protocol::FrameBuffer in_;
   NodeId node_id_ = 0;
+  std::optional<protocol::PeerAuth> auth_;
+  uint64_t next_seq_ = 1;
   bool counted_ = false;  // counted among the node's open sessions
   int64_t last_frame_ms_;
 };

@@ -47,22 +47,26 @@ void RateLimitedLog::Warn(const std::string& line) {
   suppressed_ = 0;
 }
 
-asio::awaitable<Status> ReadPeerMessage(tcp::socket& socket, protocol::FrameBuffer* buffer,
-                                        protocol::PeerMessage* message, size_t* frame_bytes,
-                                        GossipShared& shared) {
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
+                                   size_t count, size_t sizes[2], GossipShared& shared) {
   const protocol::FrameLimits limits = PeerFrameLimits();
   for (;;) {
     const std::span<const std::byte> received = buffer->readable();
-    const protocol::FrameScan scan = protocol::ScanFrame(received, limits);
-    if (scan.state == protocol::FrameScan::State::kInvalid) {
-      co_return Status::Corruption(scan.error_message);
+    size_t offset = 0, found = 0, wanted = kMinReadBytes;
+    while (found < count) {
+      const protocol::FrameScan scan = protocol::ScanFrame(received.subspan(offset), limits);
+      if (scan.state == protocol::FrameScan::State::kInvalid) {
+        co_return Status::Corruption(scan.error_message);
+      }
+      if (scan.state == protocol::FrameScan::State::kNeedMore) {
+        wanted = scan.frame_bytes - (received.size() - offset);
+        break;
+      }
+      sizes[found++] = scan.frame_bytes;
+      offset += scan.frame_bytes;
     }
-    if (scan.state == protocol::FrameScan::State::kComplete) {
-      *frame_bytes = scan.frame_bytes;
-      co_return protocol::DecodePeerMessage(received.first(scan.frame_bytes), limits, message);
-    }
-    const size_t wanted = std::clamp(scan.frame_bytes - received.size(), kMinReadBytes, kMaxReadBytes);
-    const std::span<std::byte> room = buffer->writable(wanted);
+    if (found == count) co_return Status::OK();
+    const std::span<std::byte> room = buffer->writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes));
     asio::error_code ec;
     const size_t read = co_await socket.async_read_some(
         asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
@@ -70,6 +74,30 @@ asio::awaitable<Status> ReadPeerMessage(tcp::socket& socket, protocol::FrameBuff
     buffer->Commit(read);
     GossipShared::Add(shared.bytes_received, read);
   }
+}
+
+Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+                protocol::PeerMessage* message) {
+  return protocol::DecodePeerMessage(buffer.readable().subspan(offset, bytes), PeerFrameLimits(),
+                                     message);
+}
+
+Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+                 const protocol::PeerAuth& auth, uint64_t seq) {
+  protocol::PeerMessage seal;
+  if (Status status = DecodeAt(buffer, sizes[0], sizes[1], &seal); !status.ok()) return status;
+  if (seal.kind != protocol::PeerMessageKind::kSeal) {
+    return Status::InvalidArgument("a message without its seal");
+  }
+  if (seal.seq != seq) {
+    return Status::InvalidArgument("seal " + std::to_string(seal.seq) + " where " +
+                                   std::to_string(seq) + " was due (a replayed or reordered message)");
+  }
+  if (!auth.Verify(seq, buffer.readable().first(sizes[0]), seal.mac)) {
+    return Status::InvalidArgument("a seal that does not match: the peer does not hold this "
+                                   "cluster's secret, or the message was altered");
+  }
+  return Status::OK();
 }
 
 PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
@@ -106,6 +134,10 @@ asio::awaitable<void> PeerSession::Run() {
   if (!status.ok() && status.code() != Status::Code::kIOError) {
     GossipShared::Add(shared_.sessions_refused, 1);
     shared_.log.Warn("refusing gossip from " + peer_ + ": " + status.ToString());
+  } else if (auth_ && !counted_) {  // it saw our sealed hello and left: no member of ours
+    GossipShared::Add(shared_.sessions_refused, 1);
+    shared_.log.Warn("gossip session from " + peer_ + " (node " + std::to_string(node_id_) +
+                     ") ended before it proved the cluster secret: " + status.ToString());
   }
   Close();
   if (counted_) Heard(/*sessions=*/-1, 0, false);
@@ -114,11 +146,11 @@ asio::awaitable<void> PeerSession::Run() {
 
 asio::awaitable<Status> PeerSession::Serve() {
   protocol::PeerMessage message;
-  size_t frame_bytes = 0;
-  if (Status status = co_await ReadPeerMessage(socket_, &in_, &message, &frame_bytes, shared_);
-      !status.ok()) {
+  size_t sizes[2] = {0, 0};
+  if (Status status = co_await ReadFrames(socket_, &in_, 1, sizes, shared_); !status.ok()) {
     co_return status;
   }
+  if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
   if (message.kind != protocol::PeerMessageKind::kHello) {
     co_return Status::InvalidArgument("the first peer message is not a hello");
   }
@@ -128,20 +160,27 @@ asio::awaitable<Status> PeerSession::Serve() {
                                       " (a node listed as its own peer, or two nodes with one id)");
   }
   node_id_ = message.node_id;
-  in_.Consume(frame_bytes);
-  std::string hello;
-  protocol::EncodeHello(shared_.limiter->node_id(), &hello);
+  const std::string nonce = protocol::RandomNonce();
+  auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
+  in_.Consume(sizes[0]);
+  std::string reply;  // our hello, sealed (seq 0): proof that we are a member
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, &reply);
+  protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
   asio::error_code ec;
-  co_await asio::async_write(socket_, asio::buffer(hello), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(socket_, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::IOError(ec.message());
-  GossipShared::Add(shared_.bytes_sent, hello.size());
-  Heard(/*sessions=*/+1, 0, false);
-  counted_ = true;
+  GossipShared::Add(shared_.bytes_sent, reply.size());
   for (;;) {
-    if (Status status = co_await ReadPeerMessage(socket_, &in_, &message, &frame_bytes, shared_);
-        !status.ok()) {
+    if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
       co_return status;
     }
+    if (Status status = CheckSeal(in_, sizes, *auth_, next_seq_); !status.ok()) co_return status;
+    ++next_seq_;
+    if (!counted_) {  // the first sealed message: the peer holds the secret
+      Heard(/*sessions=*/+1, 0, false);
+      counted_ = true;
+    }
+    if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
     last_frame_ms_ = SteadyNowMs();
     switch (message.kind) {
       case protocol::PeerMessageKind::kState:
@@ -153,12 +192,14 @@ asio::awaitable<Status> PeerSession::Serve() {
         break;
       case protocol::PeerMessageKind::kHello:
         co_return Status::InvalidArgument("a second hello");
+      case protocol::PeerMessageKind::kSeal:
+        co_return Status::InvalidArgument("a seal without a message");
       case protocol::PeerMessageKind::kHeartbeat:
       case protocol::PeerMessageKind::kUnknown:  // a newer peer's message: ignored
         Heard(0, 0, false);
         break;
     }
-    in_.Consume(frame_bytes);
+    in_.Consume(sizes[0] + sizes[1]);
     in_.ShrinkIfIdle();
   }
 }

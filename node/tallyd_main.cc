@@ -3,6 +3,7 @@
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
 // given on the command line override the file.
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "node/clock.h"
 #include "node/gossip.h"
+#include "protocol/peer_auth.h"
 #include "node/limiter.h"
 #include "node/persister.h"
 #include "node/server.h"
@@ -37,6 +39,33 @@ bool WritePortFile(const std::string& path, uint16_t port) {
   return !ec;
 }
 
+// The cluster secret from `path`, without trailing whitespace.
+tally::Status ReadSecret(const std::string& path, std::string* secret) {
+  if (path.empty()) {
+    return tally::Status::InvalidArgument(
+        "--peer needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return tally::Status::IOError("cannot read the cluster secret file " + path);
+  secret->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
+    secret->pop_back();
+  }
+  if (secret->size() < tally::protocol::kMinSecretBytes) {
+    return tally::Status::InvalidArgument("the cluster secret in " + path + " has " +
+                                          std::to_string(secret->size()) +
+                                          " bytes; it needs at least " +
+                                          std::to_string(tally::protocol::kMinSecretBytes));
+  }
+  std::error_code ec;
+  const auto permissions = std::filesystem::status(path, ec).permissions();
+  if (!ec && (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+                 std::filesystem::perms::none) {
+    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
+  }
+  return tally::Status::OK();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +81,7 @@ int main(int argc, char** argv) {
   tally::Gossip::Options gossip_options;
   std::string gossip_address;  // default: --address
   std::string gossip_port_file;
+  std::string cluster_secret_file;
   int64_t recovery_timeout_ms = 3'000;
 
   CLI::App app("tallyd: a distributed rate limiter node");
@@ -125,6 +155,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gossip-port-file", gossip_port_file,
                  "Write the bound gossip port to this file once listening");
+  app.add_option("--cluster-secret-file", cluster_secret_file,
+                 "File holding the secret every member shares (at least 16 bytes; a trailing "
+                 "newline is ignored); required with --peer");
   app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
                  "Send the keys admitted to since the last round this often")
       ->check(CLI::Range(int64_t{1}, int64_t{10'000}))
@@ -192,6 +225,11 @@ int main(int argc, char** argv) {
   int64_t recovery_ms = 0;
   size_t recovered_from = 0;
   if (clustered) {
+    if (tally::Status status = ReadSecret(cluster_secret_file, &gossip_options.cluster_secret);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip.emplace(gossip_options, &limiter);
     if (tally::Status status = gossip->Listen(); !status.ok()) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "node/varint.h"
+#include "protocol/peer_auth.h"
 #include "protocol/framing.h"
 #include "protocol/tally.capnp.h"
 
@@ -101,7 +102,12 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
       case wire::PeerMessage::HELLO:
         message->kind = PeerMessageKind::kHello;
         message->node_id = in.getHello().getNodeId();
+        message->nonce = ViewOf(in.getHello().getNonce());
         if (message->node_id == 0) return Status::Corruption("malformed frame: hello from node 0");
+        if (message->nonce.size() != kNonceBytes) {
+          return Status::Corruption("malformed frame: hello without a nonce of " +
+                                    std::to_string(kNonceBytes) + " bytes");
+        }
         return Status::OK();
       case wire::PeerMessage::STATE: {
         message->kind = PeerMessageKind::kState;
@@ -118,6 +124,11 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         return Status::OK();
       case wire::PeerMessage::HEARTBEAT:
         message->kind = PeerMessageKind::kHeartbeat;
+        return Status::OK();
+      case wire::PeerMessage::SEAL:
+        message->kind = PeerMessageKind::kSeal;
+        message->seq = in.getSeal().getSeq();
+        message->mac = ViewOf(in.getSeal().getMac());
         return Status::OK();
     }
     message->kind = PeerMessageKind::kUnknown;
@@ -161,9 +172,19 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
   return Status::OK();
 }
 
-void EncodeHello(NodeId node_id, std::string* out) {
+void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
-  message.initRoot<wire::PeerMessage>().initHello().setNodeId(node_id);
+  auto hello = message.initRoot<wire::PeerMessage>().initHello();
+  hello.setNodeId(node_id);
+  hello.setNonce(DataOf(nonce));
+  AppendFrame(message, out);
+}
+
+void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto seal = message.initRoot<wire::PeerMessage>().initSeal();
+  seal.setSeq(seq);
+  seal.setMac(DataOf(mac));
   AppendFrame(message, out);
 }
 

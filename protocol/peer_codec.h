@@ -35,7 +35,7 @@
 
 namespace tally::protocol {
 
-enum class PeerMessageKind : uint8_t { kHello, kState, kSyncDone, kHeartbeat, kUnknown };
+enum class PeerMessageKind : uint8_t { kHello, kState, kSyncDone, kHeartbeat, kSeal, kUnknown };
 
 struct PeerClassView {
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;  // may be a number no engine knows
@@ -46,12 +46,16 @@ struct PeerClassView {
 struct PeerMessage {
   PeerMessageKind kind = PeerMessageKind::kHeartbeat;
   NodeId node_id = 0;                  // kHello: the sender
+  std::string_view nonce;              // kHello; points into the frame
+  uint64_t seq = 0;                    // kSeal
+  std::string_view mac;                // kSeal; points into the frame
   bool full = false;                   // kState: part of a full sync
   std::vector<PeerClassView> classes;  // kState
 };
 
 // Corruption for bytes that are not a PeerMessage (a hello with node id 0
-// included). A union member this version does not know is kUnknown.
+// or a nonce not of kNonceBytes included). A union member this version does
+// not know is kUnknown.
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
                          PeerMessage* message);
 
@@ -62,7 +66,8 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
                        uint64_t* keys);
 
 // Append one frame to *out.
-void EncodeHello(NodeId node_id, std::string* out);
+void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out);
+void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
 void EncodeHeartbeat(std::string* out);
 

@@ -116,8 +116,10 @@ struct PeerNodeStatus {
 # --- Peer protocol ----------------------------------------------------------
 # Between nodes, on the gossip port (which serves nothing else), one
 # PeerMessage per frame in the same framing. A connection carries the
-# dialling node's state to the accepting node: hello first, then any number
-# of state, syncDone and heartbeat messages. See node/gossip.h.
+# dialling node's state to the accepting node: a hello each way first, then
+# any number of state, syncDone and heartbeat messages from the dialler.
+# Every message but the dialler's hello is followed by a seal that proves
+# the cluster secret (protocol/peer_auth.h). See node/gossip.h.
 
 struct PeerMessage {
   union {
@@ -125,11 +127,18 @@ struct PeerMessage {
     state @1 :PeerState;
     syncDone @2 :Void;   # everything live was sent since the last full = true state
     heartbeat @3 :Void;  # nothing to send: the link is alive
+    seal @4 :PeerSeal;   # follows the message it seals
   }
+}
+
+struct PeerSeal {
+  seq @0 :UInt64;  # 0 for the acceptor's hello, then 1, 2, ... from the dialler
+  mac @1 :Data;    # HMAC-SHA256 under the connection's key, see protocol/peer_auth.h
 }
 
 struct PeerHello {
   nodeId @0 :UInt64;  # the sender's G-counter slot; never 0
+  nonce @1 :Data;     # 16 fresh random bytes: the connection's key depends on both
 }
 
 struct PeerState {

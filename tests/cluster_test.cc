@@ -1,14 +1,22 @@
 // Clusters of real tallyd processes on loopback (cluster/local_cluster.h):
 // convergence, one global limit against local-only nodes, a node killed and
 // restarted under load, a node cut off and healed, and the gossip port
-// against replayed state and garbage. Every wait is bounded.
+// against replayed messages, outsiders and garbage. Every wait is bounded.
 //
 // Windows are a day long where a test needs counts to stay put (a boundary
 // falls inside a run practically never); the global-limit test uses 1 s
 // windows on purpose, and counts per window.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <fstream>
+#include <optional>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -17,9 +25,12 @@
 
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
+#include "protocol/frame_buffer.h"
+#include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
 #include "tests/must_check.h"
 #include "tests/poll.h"
+#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {
@@ -30,6 +41,7 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using testing::MustCheck;
 using testing::PollUntil;
+using testing::TempDir;
 
 constexpr uint64_t kDayMs = 86'400'000;
 
@@ -225,19 +237,102 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
   CHECK(elapsed_ms < 3'000);
 }
 
-// Raw peer messages to a node's gossip port: replayed and stale state counts
-// once; garbage, state before hello, and a hello with the node's own id are
-// refused and the node goes on.
-TEST_CASE("cluster: the gossip port counts replayed state once and refuses garbage") {
+// A peer that speaks the gossip protocol by hand (blocking, loopback), for
+// the hostile-peer tests.
+class TestPeer {
+ public:
+  explicit TestPeer(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    timeval timeout{2, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  }
+  ~TestPeer() { close(fd_); }
+  TestPeer(const TestPeer&) = delete;
+  TestPeer& operator=(const TestPeer&) = delete;
+
+  // Sends a hello, reads the node's sealed hello; true when its seal checks
+  // out under `secret` (this peer then seals with the key derived from it).
+  bool Handshake(NodeId id, const std::string& secret) {
+    const std::string nonce = protocol::RandomNonce();
+    std::string hello;
+    protocol::EncodeHello(id, nonce, &hello);
+    Send(hello);
+    protocol::FrameBuffer in;
+    size_t sizes[2] = {0, 0};
+    for (size_t found = 0; found < 2;) {
+      found = 0;
+      size_t offset = 0;
+      while (found < 2) {
+        const auto scan = protocol::ScanFrame(in.readable().subspan(offset), {});
+        if (scan.state != protocol::FrameScan::State::kComplete) break;
+        sizes[found++] = scan.frame_bytes;
+        offset += scan.frame_bytes;
+      }
+      if (found == 2) break;
+      const std::span<std::byte> room = in.writable();
+      const ssize_t got = recv(fd_, room.data(), room.size(), 0);
+      if (got <= 0) return false;
+      in.Commit(static_cast<size_t>(got));
+    }
+    protocol::PeerMessage reply, seal;
+    REQUIRE(protocol::DecodePeerMessage(in.readable().first(sizes[0]), {}, &reply).ok());
+    REQUIRE(protocol::DecodePeerMessage(in.readable().subspan(sizes[0], sizes[1]), {}, &seal).ok());
+    auth_.emplace(secret, nonce, reply.nonce);
+    return auth_->Verify(0, in.readable().first(sizes[0]), seal.mac);
+  }
+
+  // The frame followed by its seal, under the next seq.
+  std::string Sealed(const std::string& frame) {
+    std::string bytes = frame;
+    protocol::EncodeSeal(seq_, auth_->Mac(seq_, protocol::FrameBytes(frame)), &bytes);
+    ++seq_;
+    return bytes;
+  }
+
+  void Send(const std::string& bytes) {
+    CHECK(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  }
+
+  // True when the node closes the connection within 2 s.
+  bool ClosedByNode() {
+    char byte;
+    for (;;) {
+      const ssize_t got = recv(fd_, &byte, 1, 0);
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
+      if (got < 0) return false;  // timeout: still open
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::optional<protocol::PeerAuth> auth_;
+  uint64_t seq_ = 1;
+};
+
+// Hand-made peers at a node's gossip port: a member's duplicate and stale
+// state counts once; a replayed sealed message, a session replayed into a
+// new connection, a peer without the secret, garbage, state before hello and
+// a hello with the node's own id are all refused, and the node goes on.
+TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from members") {
+  const std::string secret = "a secret the members share";
+  TempDir dir;
+  std::ofstream(dir.Path("secret")) << secret << "\n";
   std::unique_ptr<cluster::NodeProcess> node;
   const Status started = cluster::NodeProcess::Start(
-      {TALLYD_PATH, {"--node-id", "5", "--peer", "127.0.0.1:1", "--recovery-timeout-ms", "0"},
+      {TALLYD_PATH,
+       {"--node-id", "5", "--peer", "127.0.0.1:1", "--recovery-timeout-ms", "0",
+        "--cluster-secret-file", dir.Path("secret")},
        "", /*gossip_port=*/true},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
-  Client::Options gossip_port = node->client_options();
-  gossip_port.port = node->gossip_port();
+  const uint16_t port = node->gossip_port();
   const LimitSpec spec{Algorithm::kFixedWindow, 100, kDayMs};
   const auto state = [&](uint64_t count) {
     KeySnapshot snapshot;
@@ -252,33 +347,70 @@ TEST_CASE("cluster: the gossip port counts replayed state once and refuses garba
     encoder.Finish(&frames);
     return frames.at(0);
   };
-  std::string stream;
-  protocol::EncodeHello(77, &stream);
-  for (int i = 0; i < 3; ++i) stream += state(5);  // replayed
-  stream += state(3);                              // stale
-  std::unique_ptr<Client> peer;
-  REQUIRE(Client::Connect(gossip_port, &peer).ok());
-  REQUIRE(peer->SendRaw(stream).ok());
   std::unique_ptr<Client> client;
   REQUIRE(node->Connect(&client).ok());
-  CHECK(PollUntil([&] { return MustCheck(*client, {"k", spec, 0}).remaining == 95; }));
-  std::this_thread::sleep_for(milliseconds(100));
-  CHECK(MustCheck(*client, {"k", spec, 0}).remaining == 95);
+  const auto remaining = [&] { return MustCheck(*client, {"k", spec, 0}).remaining; };
 
-  std::string own_id;
-  protocol::EncodeHello(5, &own_id);
-  const std::string refused[] = {std::string(64, '\x07'), state(50), own_id + state(50)};
-  for (const std::string& bytes : refused) {
-    std::unique_ptr<Client> bad;
-    REQUIRE(Client::Connect(gossip_port, &bad).ok());
-    (void)bad->SendRaw(bytes);
-    protocol::Response ignored;
-    CHECK_FALSE(bad->Receive(&ignored).ok());  // closed by the node
+  TestPeer member(port);
+  REQUIRE(member.Handshake(77, secret));
+  const std::string first = member.Sealed(state(5));
+  member.Send(first + member.Sealed(state(5)) + member.Sealed(state(3)));  // duplicate, stale
+  CHECK(PollUntil([&] { return remaining() == 95; }));
+  member.Send(first);  // a sealed message replayed: its seq is past
+  CHECK(member.ClosedByNode());
+  {
+    TestPeer replay(port);  // the whole session replayed into a new connection
+    REQUIRE(replay.Handshake(77, secret));
+    replay.Send(first);
+    CHECK(replay.ClosedByNode());
+  }
+  {
+    TestPeer outsider(port);
+    CHECK_FALSE(outsider.Handshake(78, "not the cluster's secret"));  // the node is no member of its
+    outsider.Send(outsider.Sealed(state(50)));
+    CHECK(outsider.ClosedByNode());
+  }
+  std::string own_id, hello, heartbeat;
+  protocol::EncodeHello(5, protocol::RandomNonce(), &own_id);
+  protocol::EncodeHello(79, protocol::RandomNonce(), &hello);
+  protocol::EncodeHeartbeat(&heartbeat);
+  for (const std::string& bytes :
+       {std::string(64, '\x07'), state(50), own_id, hello + state(50) + heartbeat /* unsealed */}) {
+    TestPeer bad(port);
+    bad.Send(bytes);
+    CHECK(bad.ClosedByNode());
   }
   StatsReply stats;
   REQUIRE(client->Stats(&stats).ok());
-  CHECK(stats.gossip_sessions_refused == 3);
-  CHECK(MustCheck(*client, {"k", spec, 0}).remaining == 95);  // nothing of the refused counted
+  CHECK(stats.gossip_sessions_refused == 7);
+  CHECK(remaining() == 95);  // nothing of the refused counted
+}
+
+// A node given another cluster secret cannot join: the members refuse it
+// and nothing it admits reaches them.
+TEST_CASE("cluster: a node without the cluster secret is refused") {
+  auto cluster = StartCluster(3);
+  TempDir dir;
+  std::ofstream(dir.Path("wrong")) << "another cluster's secret\n";
+  std::unique_ptr<cluster::NodeProcess> outsider;
+  REQUIRE(cluster::NodeProcess::Start(
+              {TALLYD_PATH,
+               {"--peer", "127.0.0.1:" + std::to_string(cluster->process(0).gossip_port()),
+                "--recovery-timeout-ms", "500", "--cluster-secret-file", dir.Path("wrong")},
+               "", /*gossip_port=*/true},
+              &outsider)
+              .ok());
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
+  std::unique_ptr<Client> client;
+  REQUIRE(outsider->Connect(&client).ok());
+  for (int i = 0; i < 50; ++i) CHECK(MustCheck(*client, {"intruder", spec, 1}).allowed);
+  CHECK(PollUntil([&] {
+    StatsReply stats;
+    return cluster->Stats(0, &stats).ok() && stats.gossip_sessions_refused > 0;
+  }));
+  std::this_thread::sleep_for(milliseconds(200));
+  for (size_t node = 0; node < 3; ++node) CHECK(Remaining(*cluster, node, "intruder", spec) == 1'000);
+  CHECK(outsider->Log().find("refusing the peer") != std::string::npos);
 }
 
 }  // namespace

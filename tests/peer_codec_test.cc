@@ -1,4 +1,4 @@
-// Unit tests of the peer protocol (protocol/peer_codec.h): packing replicated
+// Unit tests of the peer protocol (protocol/peer_codec.h, peer_auth.h): packing replicated
 // state, the control messages, hostile bytes, and that duplicated, replayed
 // and reordered state messages change nothing once merged.
 #include <doctest/doctest.h>
@@ -13,6 +13,7 @@
 
 #include "node/clock.h"
 #include "node/limiter.h"
+#include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
 
 namespace tally {
@@ -144,26 +145,61 @@ TEST_CASE("peer codec: a delta key-slot costs a few bytes") {
   CHECK_FALSE(Decode(frames[0]).full);
 }
 
-// hello, syncDone and heartbeat decode as themselves; a hello from node 0 is refused.
+// hello, seal, syncDone and heartbeat decode as themselves; a hello from
+// node 0 or without a proper nonce is refused.
 TEST_CASE("peer codec: control messages") {
+  const std::string nonce = protocol::RandomNonce();
   std::string frame;
-  protocol::EncodeHello(kSender, &frame);
+  protocol::EncodeHello(kSender, nonce, &frame);
   PeerMessage message = Decode(frame);
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.node_id == kSender);
+  CHECK(message.nonce == nonce);
+  frame.clear();
+  protocol::EncodeSeal(7, std::string(protocol::kMacBytes, 'm'), &frame);
+  message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kSeal);
+  CHECK(message.seq == 7);
+  CHECK(message.mac == std::string(protocol::kMacBytes, 'm'));
   frame.clear();
   protocol::EncodeSyncDone(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kSyncDone);
   frame.clear();
   protocol::EncodeHeartbeat(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kHeartbeat);
-  frame.clear();
-  protocol::EncodeHello(0, &frame);
-  std::vector<uint64_t> words((frame.size() + 7) / 8);
-  std::memcpy(words.data(), frame.data(), frame.size());
-  CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
-                                    {}, &message)
-            .code() == Status::Code::kCorruption);
+  for (const auto& [node, bad_nonce] : {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
+    frame.clear();
+    protocol::EncodeHello(node, bad_nonce, &frame);
+    std::vector<uint64_t> words((frame.size() + 7) / 8);
+    std::memcpy(words.data(), frame.data(), frame.size());
+    CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
+                                      {}, &message)
+              .code() == Status::Code::kCorruption);
+  }
+}
+
+// A seal verifies only with the same secret, both nonces, the same seq and
+// the very bytes sealed.
+TEST_CASE("peer auth: a seal binds secret, connection, sequence and bytes") {
+  const std::string secret = "a cluster secret of some length";
+  const std::string dialler = protocol::RandomNonce(), acceptor = protocol::RandomNonce();
+  CHECK(dialler != acceptor);
+  const protocol::PeerAuth auth(secret, dialler, acceptor);
+  std::string frame;
+  protocol::EncodeHeartbeat(&frame);
+  const std::string mac = auth.Mac(5, protocol::FrameBytes(frame));
+  CHECK(mac.size() == protocol::kMacBytes);
+  CHECK(auth.Verify(5, protocol::FrameBytes(frame), mac));
+  CHECK(protocol::PeerAuth(secret, dialler, acceptor).Verify(5, protocol::FrameBytes(frame), mac));
+  CHECK_FALSE(auth.Verify(6, protocol::FrameBytes(frame), mac));  // replayed under another seq
+  CHECK_FALSE(protocol::PeerAuth("another secret of some length", dialler, acceptor)
+                  .Verify(5, protocol::FrameBytes(frame), mac));
+  CHECK_FALSE(protocol::PeerAuth(secret, dialler, protocol::RandomNonce())
+                  .Verify(5, protocol::FrameBytes(frame), mac));  // another connection
+  std::string altered = frame;
+  altered.back() ^= 1;
+  CHECK_FALSE(auth.Verify(5, protocol::FrameBytes(altered), mac));
+  CHECK_FALSE(auth.Verify(5, protocol::FrameBytes(frame), mac.substr(1)));
 }
 
 // Truncated, altered and random packed state never crashes and never reads
