@@ -12,16 +12,19 @@
 
 #include "node/compact_key.h"
 #include "node/decide.h"
+#include "node/escrow.h"
 #include "node/g_counter.h"
 #include "node/key_snapshot.h"
 #include "node/limit.h"
 
 namespace tally {
 
-// Other nodes' slots of a counting key: allocated only once a peer reports.
+// Other nodes' slots of a counting key: allocated once a peer reports, or,
+// with escrow (node/escrow.h), once the key is checked: its epoch lives here.
 struct RemoteCounts {
   GCounter current;
   GCounter previous;
+  EscrowEpoch epoch;
 };
 
 // Fixed window and sliding-window counter. The own node's slot of the

@@ -56,6 +56,11 @@ class Limiter {
     bool track_changes = false;
     // Record which keys are admitted to, for CollectGossip (replication).
     bool replicate = false;
+    // Share of remaining (node/escrow.h) for fixed window and sliding
+    // counter keys that peers report: 0 off, else the epoch (one gossip
+    // interval). cluster_size: the members, this node included.
+    int64_t escrow_epoch_ms = 0;
+    size_t cluster_size = 1;
   };
 
   explicit Limiter(const Options& options);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "node/decide.h"
+#include "node/escrow.h"
 
 namespace tally {
 namespace {
@@ -94,6 +95,23 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
   }
 }
 
+// A decision of the plain algorithm, capped by what this node may still
+// spend in the epoch: beyond it the request waits for the next epoch.
+void CapByEscrow(uint64_t cap, uint64_t cost, uint64_t epoch_left_ms, Decision* decision) {
+  if (!decision->allowed) {
+    decision->remaining = std::min(decision->remaining, cap);
+    return;
+  }
+  const uint64_t probe = cost == 0 ? 1 : cost;
+  if (probe > cap) {
+    decision->allowed = false;
+    decision->remaining = cap;
+    decision->retry_after_ms = std::max<uint64_t>(epoch_left_ms, 1);
+    return;
+  }
+  decision->remaining = std::min(decision->remaining, cap - cost);
+}
+
 }  // namespace
 
 template <typename Entry>
@@ -169,15 +187,46 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     current = CurrentTotal(*entry);
     previous = PreviousTotal(*entry);
   }
-  const Decision result = spec.algorithm == Algorithm::kFixedWindow
-                              ? DecideFixedWindow(spec, current, elapsed_ms, cost)
-                              : DecideSlidingCounter(spec, current, previous, elapsed_ms, cost);
+  const auto decide = [&](uint64_t current_count, uint64_t cost_now) {
+    return spec.algorithm == Algorithm::kFixedWindow
+               ? DecideFixedWindow(spec, current_count, elapsed_ms, cost_now)
+               : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
+  };
+  Decision result = decide(current, cost);
+  // Escrow: spend at most this node's share of what remained at the epoch's start.
+  const bool escrowed = escrow.epoch_ms > 0 && escrow.cluster_size > 1;
+  std::unique_ptr<RemoteCounts> fresh;  // for a key this node does not hold yet
+  if (escrowed) {
+    if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
+    if (!entry) fresh = std::make_unique<RemoteCounts>();
+    RemoteCounts& remote = entry ? *entry->remote : *fresh;
+    const uint32_t own_current = entry ? entry->own_current : 0;
+    const int64_t epoch_index = now_ms / escrow.epoch_ms;
+    if (remote.epoch.Stale(epoch_index, window_index)) {
+      // What the view leaves at the epoch's end: the sliding counter's previous
+      // window weighs less by then, and that room is this epoch's to share.
+      const int64_t window_start_ms = window_index * static_cast<int64_t>(spec.window_ms);
+      const auto epoch_end_elapsed_ms = static_cast<uint64_t>(std::min<int64_t>(
+          (epoch_index + 1) * escrow.epoch_ms - window_start_ms,
+          static_cast<int64_t>(spec.window_ms) - 1));
+      const uint64_t view_remaining =
+          spec.algorithm == Algorithm::kFixedWindow
+              ? DecideFixedWindow(spec, current, elapsed_ms, 0).remaining
+              : DecideSlidingCounter(spec, current, previous, epoch_end_elapsed_ms, 0).remaining;
+      remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self,
+                         own_current, uint64_t{own_current} + (entry ? entry->own_previous : 0),
+                         remote.current, remote.previous, escrow.cluster_size);
+    }
+    const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
+    CapByEscrow(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
+  }
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
       return status;
     }
     if (is_new) entry->window_index = window_index;
+    if (is_new && escrowed) entry->remote = std::move(fresh);
     entry->own_current += static_cast<uint32_t>(cost);
     MarkChanged(counters, spec, entry, /*local=*/true);
   }

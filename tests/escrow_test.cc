@@ -1,0 +1,185 @@
+// Unit tests of share-of-remaining (node/escrow.h) and of three engines that
+// gossip on a ManualClock with and without it: the overshoot near the limit.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "node/clock.h"
+#include "node/escrow.h"
+#include "node/limiter.h"
+
+namespace tally {
+namespace {
+
+constexpr int64_t kStartMs = 1'700'000'000'000;  // a whole second
+
+// This node's allowance in a first epoch: remaining, its id and admissions,
+// the others' (current window), the cluster's size.
+uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
+                        const std::vector<GCounter::Slot>& others, size_t cluster_size) {
+  GCounter current;
+  for (const GCounter::Slot& slot : others) current.MergeSlot(slot.node, slot.count);
+  EscrowEpoch epoch;
+  epoch.Begin(0, 0, remaining, self, self_count, self_count, current, GCounter(), cluster_size);
+  return epoch.allowance();
+}
+
+// Shares follow recent admissions plus a floor of all of them / 2N that every
+// member gets, those without admissions too.
+TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
+  const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 66
+  CHECK(FirstAllowance(600, 1, 99, others, 3) == 166);  // 600 * 165 / (165 + 165 + 265)
+  CHECK(FirstAllowance(600, 1, 99, others, 5) == 139);  // floor 39: 600 * 138 / 592
+  CHECK(FirstAllowance(0, 1, 99, others, 3) == 0);
+  // A node that has admitted nothing still gets about 1/(3N).
+  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 166);  // 1000 * 249 / (249 + 1247)
+  // The last units go to the largest weight (ties: the lowest id), not to nobody.
+  CHECK(FirstAllowance(2, 1, 10, others, 3) == 0);
+  CHECK(FirstAllowance(2, 3, 199, {{1, 10}, {2, 99}}, 3) == 1);
+  CHECK(FirstAllowance(1, 2, 5, {{3, 5}}, 2) == 1);
+  CHECK(FirstAllowance(1, 3, 5, {{2, 5}}, 2) == 0);
+}
+
+// At the next epoch, what another node was allowed and has not been seen to
+// spend is taken off what remains: it may still be on its way.
+TEST_CASE("escrow: spending not heard of yet is held back") {
+  GCounter other;
+  other.MergeSlot(2, 10);
+  EscrowEpoch epoch;
+  epoch.Begin(0, 7, 100, 1, 10, 10, other, GCounter(), 2);  // floor 5: weights 15 and 15
+  CHECK(epoch.allowance() == 50);
+  CHECK(epoch.Left(30) == 30);
+  CHECK_FALSE(epoch.Stale(0, 7));
+  CHECK(epoch.Stale(1, 7));
+  other.MergeSlot(2, 20);  // seen 10 of node 2's 50; this node spent 10: the view leaves 80
+  epoch.Begin(1, 7, 80, 1, 20, 20, other, GCounter(), 2);
+  CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 30 / 60
+  other.MergeSlot(2, 60);  // all of it heard by the next epoch: nothing held back
+  epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), 2);
+  CHECK(epoch.allowance() == 20 * 40 / 120);  // floor 20: weights 40 and 80
+}
+
+// Nodes at the given demand per ms, gossiping every 50 ms and each round's
+// deltas delivered one round late (so views are 50-100 ms old): what the
+// cluster admits per window, with escrow (epochs of 200 ms) and without.
+std::vector<uint64_t> Simulate(bool escrow, const LimitSpec& spec, int windows,
+                               const std::vector<int>& per_ms_demand) {
+  ManualClock clock(kStartMs);
+  std::vector<std::unique_ptr<Limiter>> nodes;
+  for (NodeId id = 1; id <= per_ms_demand.size(); ++id) {
+    Limiter::Options options{id, 1'000, &clock};
+    options.replicate = true;
+    options.escrow_epoch_ms = escrow ? 200 : 0;
+    options.cluster_size = per_ms_demand.size();
+    nodes.push_back(std::make_unique<Limiter>(options));
+  }
+  std::vector<uint64_t> admitted(static_cast<size_t>(windows), 0);
+  std::vector<std::vector<KeySnapshot>> in_flight(nodes.size());  // sent last round
+  for (int64_t ms = 0; ms < windows * static_cast<int64_t>(spec.window_ms); ++ms) {
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      for (int i = 0; i < per_ms_demand[n]; ++i) {
+        Decision decision;
+        REQUIRE(nodes[n]->Check("hot", spec, 1, &decision).ok());
+        if (decision.allowed) ++admitted[static_cast<size_t>(ms / static_cast<int64_t>(spec.window_ms))];
+      }
+    }
+    if (ms % 50 == 49) {  // a round: deliver last round's deltas, collect this round's
+      for (size_t from = 0; from < nodes.size(); ++from) {
+        for (const KeySnapshot& delta : in_flight[from]) {
+          for (size_t to = 0; to < nodes.size(); ++to) {
+            if (to != from) REQUIRE(nodes[to]->Merge(delta).ok());
+          }
+        }
+        in_flight[from].clear();
+        nodes[from]->CollectGossip([&](const KeySnapshot& s) { in_flight[from].push_back(s); });
+      }
+    }
+    clock.AdvanceMs(1);
+  }
+  return admitted;
+}
+
+// Plain gossip overshoots by what the others admit while views are stale;
+// escrow keeps each window within 1% of the limit and above 95% of it,
+// spread evenly or skewed to one node.
+TEST_CASE("escrow: three gossiping engines keep to the limit near it") {
+  struct Case {
+    Algorithm algorithm;
+    std::vector<int> per_ms_demand;  // per node; the limit is 1 per ms
+  };
+  const Case cases[] = {
+      {Algorithm::kFixedWindow, {10, 10, 10}},           // 30x, even
+      {Algorithm::kFixedWindow, {24, 3, 3}},             // 30x, skewed
+      {Algorithm::kFixedWindow, {1, 1, 0}},              // 2x, one node idle
+      {Algorithm::kSlidingWindowCounter, {10, 10, 10}},
+      {Algorithm::kSlidingWindowCounter, {2, 1, 1}},     // 4x, skewed
+  };
+  for (const Case& c : cases) {
+    CAPTURE(AlgorithmName(c.algorithm));
+    CAPTURE(c.per_ms_demand[0]);
+    const LimitSpec spec{c.algorithm, 1'000, 1'000};
+    const std::vector<uint64_t> plain = Simulate(false, spec, 4, c.per_ms_demand);
+    const std::vector<uint64_t> shared = Simulate(true, spec, 4, c.per_ms_demand);
+    const bool heavy = c.per_ms_demand[0] + c.per_ms_demand[1] + c.per_ms_demand[2] >= 10;
+    for (size_t w = 1; w < plain.size(); ++w) {  // window 0: the sliding counter starts empty
+      CAPTURE(w);
+      MESSAGE(AlgorithmName(c.algorithm) << " demand " << c.per_ms_demand[0] << "/"
+              << c.per_ms_demand[1] << "/" << c.per_ms_demand[2] << " per ms, window " << w
+              << ": plain gossip " << plain[w] << ", escrow " << shared[w] << " (limit 1000)");
+      if (heavy) CHECK(plain[w] > shared[w]);
+      CHECK(shared[w] <= 1'010);
+      CHECK(shared[w] >= 950);
+    }
+  }
+}
+
+// A node spends its share of an epoch and is told to retry when the next
+// epoch begins; there a peer's allowance it has not heard spent is held
+// back; a node alone is not escrowed.
+TEST_CASE("escrow: a spent share waits for the next epoch") {
+  ManualClock clock(kStartMs);
+  Limiter::Options options{1, 1'000, &clock};
+  options.replicate = true;
+  options.escrow_epoch_ms = 200;
+  options.cluster_size = 2;
+  Limiter limiter(options);
+  const LimitSpec spec{Algorithm::kFixedWindow, 100, 1'000};
+  KeySnapshot peer;
+  peer.key = "k";
+  peer.algorithm = spec.algorithm;
+  peer.window_ms = spec.window_ms;
+  peer.counts.window_index = kStartMs / 1'000;
+  peer.counts.current.MergeSlot(2, 49);  // floor 12: the peer weighs 61, this node 12
+  REQUIRE(limiter.Merge(peer).ok());
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
+  CHECK(decision.remaining == 8);  // 51 left: 51 * 12 / 73
+  REQUIRE(limiter.Check("k", spec, 8, &decision).ok());
+  CHECK(decision.allowed);
+  clock.AdvanceMs(30);
+  REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+  CHECK_FALSE(decision.allowed);  // the share is spent for this epoch
+  CHECK(decision.retry_after_ms == 170);
+  // A new epoch: 43 left in this view, but node 2 was allowed 42 of the last
+  // epoch and none of its spending has been heard of: 1 left, not for us.
+  clock.AdvanceMs(170);
+  REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
+  CHECK(decision.remaining == 0);
+  CHECK(decision.retry_after_ms == 200);
+  peer.counts.current.MergeSlot(2, 99);  // it did spend all of them
+  REQUIRE(limiter.Merge(peer).ok());
+  clock.AdvanceMs(200);
+  REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 8 used
+  CHECK(decision.remaining == 0);
+  Limiter::Options alone_options{1, 1'000, &clock};
+  alone_options.escrow_epoch_ms = 200;  // cluster_size 1: nothing to share with
+  Limiter alone(alone_options);
+  REQUIRE(alone.Check("k", spec, 0, &decision).ok());
+  CHECK(decision.remaining == 100);
+}
+
+}  // namespace
+}  // namespace tally
