@@ -59,30 +59,57 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
       it->allowance = SaturatingAdd(it->allowance, slot.count);  // recent admissions, for now
     }
   }
-  const uint64_t floor_weight = std::max<uint64_t>(1, all_recent / (2 * std::max<size_t>(cluster_size, 1)));
-  const uint64_t self_weight = SaturatingAdd(self_recent, floor_weight);
-  uint64_t total = self_weight;
-  for (Other& other : others_) other.allowance = SaturatingAdd(other.allowance, floor_weight);
-  bool self_largest = true;  // ties: the lowest id
-  for (const Other& other : others_) {
-    total = SaturatingAdd(total, other.allowance);
-    if (other.allowance > self_weight || (other.allowance == self_weight && other.node < self)) {
-      self_largest = false;
-    }
-  }
+  const uint64_t floor_weight =
+      std::max<uint64_t>(1, all_recent / (2 * std::max<size_t>(cluster_size, 1)));
   const size_t known = others_.size() + 1;
-  const uint64_t newcomers = cluster_size > known ? (cluster_size - known) * floor_weight : 0;
-  total = SaturatingAdd(total, newcomers);
+  const size_t newcomers = cluster_size > known ? cluster_size - known : 0;
+  const uint64_t self_weight = SaturatingAdd(self_recent, floor_weight);
+  uint64_t total = SaturatingAdd(self_weight, newcomers * floor_weight);
+  for (Other& other : others_) {
+    other.allowance = SaturatingAdd(other.allowance, floor_weight);  // now the weight
+    total = SaturatingAdd(total, other.allowance);
+  }
+  // Floors of the shares, then the units they leave go one each to the
+  // largest remainders (ties: known nodes by lowest id, then newcomers), so
+  // that the allowances sum to exactly what remains. Every node applies the
+  // same rule to nearly the same view.
+  struct Claim {
+    uint64_t remainder;
+    bool newcomer;
+    NodeId node;
+    Other* other;  // null: self or a newcomer
+  };
+  std::vector<Claim> claims;
+  uint64_t allotted = 0;
+  const auto claim = [&](uint64_t weight, bool newcomer, NodeId node, Other* other) {
+    allotted += Share(remaining, weight, total);
+    claims.push_back({static_cast<uint64_t>(static_cast<u128>(remaining) * weight % total),
+                      newcomer, node, other});
+  };
+  claim(self_weight, false, self, nullptr);
+  for (Other& other : others_) claim(other.allowance, false, other.node, &other);
+  for (size_t i = 0; i < newcomers; ++i) claim(floor_weight, true, 0, nullptr);
+  std::sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
+    if (a.remainder != b.remainder) return a.remainder > b.remainder;
+    if (a.newcomer != b.newcomer) return !a.newcomer;
+    return a.node < b.node;
+  });
   for (Other& other : others_) {
     other.count_at_start = remote_current.Get(other.node);
     other.allowance = Share(remaining, other.allowance, total);
   }
-  newcomers_allowance_ = Share(remaining, newcomers, total);
   allowance_ = Share(remaining, self_weight, total);
-  // The last units go to the largest weight rather than to nobody. Newcomers'
-  // ids are unknown here: a node without admissions keeps a tie with them, so
-  // at a cold start each such node may take the last unit (at most N - 1 over).
-  if (allowance_ == 0 && remaining > 0 && self_largest) allowance_ = 1;
+  newcomers_allowance_ = newcomers * Share(remaining, floor_weight, total);
+  const uint64_t leftover = remaining - std::min(remaining, allotted);  // fewer than the claims
+  for (size_t i = 0; i < claims.size() && i < leftover; ++i) {
+    if (claims[i].other != nullptr) {
+      ++claims[i].other->allowance;
+    } else if (claims[i].newcomer) {
+      ++newcomers_allowance_;
+    } else {
+      ++allowance_;
+    }
+  }
   index_ = index;
   window_ = window;
   own_at_start_ = own_current;

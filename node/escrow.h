@@ -15,9 +15,10 @@
 //    that every member gets, those without admissions included. So the
 //    busiest node gets most of the remainder, and a node whose demand just
 //    started still gets at least about 1/(3N) of it each epoch: it is not
-//    starved. A share is floor(R * w / W); when every share rounds to 0 but
-//    R > 0, the node of the largest weight (ties: the lowest id) gets 1, so
-//    the last units are used.
+//    starved. A share is floor(R * w / W), and the units the floors leave go
+//    one each to the largest remainders (ties: the lowest id; members
+//    without admissions, whose ids a node does not know, rank last), so the
+//    allowances of an epoch sum to exactly R and no unit is stranded.
 //  - Unheard spending: each node computes every node's allowance of the
 //    epoch, as they all use the same rule on nearly the same view. At the
 //    next epoch's start, what a node was allowed and has not been seen to

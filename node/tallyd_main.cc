@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   std::string gossip_port_file;
   std::string cluster_secret_file;
   int64_t recovery_timeout_ms = 3'000;
+  bool escrow = false;
+  int64_t escrow_epoch_ms = 200;
 
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_config("--config", "", "Read options from a TOML file (flags override it)");
@@ -170,6 +172,13 @@ int main(int argc, char** argv) {
                  "At start, wait at most this long for every peer's full sync before serving")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--escrow", escrow,
+               "Near a limit, spend only this node's demand-weighted share of what remains per "
+               "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
+  app.add_option("--escrow-epoch-ms", escrow_epoch_ms,
+                 "The epoch of --escrow; keep it several --gossip-interval-ms long")
+      ->check(CLI::Range(int64_t{10}, int64_t{60'000}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -195,6 +204,10 @@ int main(int argc, char** argv) {
 
   const bool clustered = !gossip_options.peers.empty();
   limiter_options.replicate = clustered;
+  if (clustered && escrow) {
+    limiter_options.escrow_epoch_ms = escrow_epoch_ms;
+    limiter_options.cluster_size = gossip_options.peers.size() + 1;
+  }
   tally::Limiter limiter(limiter_options);
   const tally::Clock* clock = tally::SystemClock::Default();
   tally::storage::Store::LoadStats loaded;

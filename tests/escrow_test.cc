@@ -30,12 +30,15 @@ uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
 // member gets, those without admissions too.
 TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
   const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 66
-  CHECK(FirstAllowance(600, 1, 99, others, 3) == 166);  // 600 * 165 / (165 + 165 + 265)
-  CHECK(FirstAllowance(600, 1, 99, others, 5) == 139);  // floor 39: 600 * 138 / 592
+  // 600 * 165 / (165 + 165 + 265) = 166.4; the floors leave 1, for the
+  // largest remainder (nodes 1 and 2 tie: the lowest id).
+  CHECK(FirstAllowance(600, 1, 99, others, 3) == 167);
+  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 166);
+  CHECK(FirstAllowance(600, 1, 99, others, 5) == 140);  // floor 39: 600 * 138 / 592 = 139.9
   CHECK(FirstAllowance(0, 1, 99, others, 3) == 0);
   // A node that has admitted nothing still gets about 1/(3N).
   CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 166);  // 1000 * 249 / (249 + 1247)
-  // The last units go to the largest weight (ties: the lowest id), not to nobody.
+  // The last units go to the largest remainders (ties: the lowest id), not to nobody.
   CHECK(FirstAllowance(2, 1, 10, others, 3) == 0);
   CHECK(FirstAllowance(2, 3, 199, {{1, 10}, {2, 99}}, 3) == 1);
   CHECK(FirstAllowance(1, 2, 5, {{3, 5}}, 2) == 1);
@@ -58,7 +61,7 @@ TEST_CASE("escrow: spending not heard of yet is held back") {
   CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 30 / 60
   other.MergeSlot(2, 60);  // all of it heard by the next epoch: nothing held back
   epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), 2);
-  CHECK(epoch.allowance() == 20 * 40 / 120);  // floor 20: weights 40 and 80
+  CHECK(epoch.allowance() == 7);  // floor 20: weights 40 and 80: 6.7 and 13.3
 }
 
 // Nodes at the given demand per ms, gossiping every 50 ms and each round's

@@ -1,8 +1,9 @@
 // The cluster benchmark: not a test, it prints figures (a table, and JSON to
 // --json). Run it with tests/bench/run_cluster_bench.sh. For 3 and 5 nodes:
 //
-//  1. admitted / limit per window, local-only nodes against a tally cluster,
-//     at demand 2x and 10x the limit, clients spread evenly and skewed (70%
+//  1. admitted / limit per window, local-only nodes against a tally cluster
+//     with plain gossip and with share of remaining (--escrow), at demand 2x
+//     and 10x the limit, clients spread evenly and skewed (70%
 //     to node 0): sliding_counter, limit 100 per 1 s window, --windows whole
 //     windows each; the mean and the largest window;
 //  2. convergence latency: a check admitted at one node (each in turn, at a
@@ -60,12 +61,14 @@ void Json(const std::string& row) { json_rows.push_back(row); }
   std::exit(1);
 }
 
-std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip) {
+std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
+                                    bool escrow = false) {
   LocalCluster::Options options;
   options.tallyd_path = settings.tallyd;
   options.nodes = nodes;
   options.gossip = gossip;
   options.node_args = {"--memory-only"};  // persistence has its own benchmark
+  if (escrow) options.node_args.push_back("--escrow");
   std::unique_ptr<LocalCluster> cluster;
   if (Status status = LocalCluster::Start(options, &cluster); !status.ok()) Die("start", status);
   return cluster;
@@ -76,8 +79,14 @@ void Admission(const Settings& settings, size_t nodes) {
   std::printf("\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
               "%d windows)\n%-12s %-7s %-8s %10s %10s\n", nodes, settings.windows, "mode", "demand",
               "spread", "mean", "max");
-  for (const bool gossip : {false, true}) {
-    auto cluster = Start(settings, nodes, gossip);
+  struct Mode {
+    const char* name;
+    bool gossip;
+    bool escrow;
+  };
+  for (const Mode& mode : {Mode{"local-only", false, false}, Mode{"tally", true, false},
+                           Mode{"tally+escrow", true, true}}) {
+    auto cluster = Start(settings, nodes, mode.gossip, mode.escrow);
     for (const int factor : {2, 10}) {
       for (const bool skewed : {false, true}) {
         tally::cluster::DemandOptions demand;
@@ -102,11 +111,11 @@ void Admission(const Settings& settings, size_t nodes) {
           per_window += (per_window.empty() ? "" : ", ") + std::to_string(ratio);
         }
         const double mean = sum / static_cast<double>(tallies.size());
-        const char* mode = gossip ? "tally" : "local-only";
-        std::printf("%-12s %-7s %-8s %10.2f %10.2f\n", mode, (std::to_string(factor) + "x").c_str(),
+        const char* const name = mode.name;
+        std::printf("%-12s %-7s %-8s %10.2f %10.2f\n", name, (std::to_string(factor) + "x").c_str(),
                     skewed ? "skewed" : "even", mean, largest);
         Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) + ", \"mode\": \"" +
-             mode + "\", \"demand_x_limit\": " + std::to_string(factor) + ", \"spread\": \"" +
+             name + "\", \"demand_x_limit\": " + std::to_string(factor) + ", \"spread\": \"" +
              (skewed ? "skewed" : "even") + "\", \"admitted_over_limit_mean\": " +
              std::to_string(mean) + ", \"admitted_over_limit_max\": " + std::to_string(largest) +
              ", \"per_window\": [" + per_window + "]}");
