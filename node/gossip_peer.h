@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,7 +26,6 @@
 #include "protocol/messages.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
-#include <optional>
 
 namespace tally::gossip {
 
