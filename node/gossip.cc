@@ -66,11 +66,14 @@ struct Gossip::Impl {
     for (std::string& frame : encoded) frames.push_back(std::make_shared<const std::string>(std::move(frame)));
     const int64_t now_ms = gossip::SteadyNowMs();
     bool any_up = false;
+    size_t down = 0;
     for (const auto& link : links) {
       link->SendDelta(frames, encoder.entries());
       link->Tick(now_ms);
       any_up = any_up || link->up();
+      down += link->up() ? 0 : 1;
     }
+    shared.limiter->SetUnreachablePeers(down);
     const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
     for (const auto& session : open) session->Tick(now_ms);
     GossipShared::Add(shared.rounds, 1);

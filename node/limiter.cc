@@ -51,7 +51,9 @@ Limiter::Limiter(const Options& options)
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
-    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.cluster_size};
+    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.cluster_size,
+                         options.partition_share};
+    shards_[i].unreachable_peers = &unreachable_peers_;
   }
 }
 

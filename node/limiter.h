@@ -61,6 +61,11 @@ class Limiter {
     // interval). cluster_size: the members, this node included.
     int64_t escrow_epoch_ms = 0;
     size_t cluster_size = 1;
+    // Partition mode, for fixed window and sliding counter: while
+    // SetUnreachablePeers says some peers cannot be reached, false (fail
+    // open) enforces the whole limit from what this node knows; true keeps
+    // this node's own admissions to its equal share, limit / cluster_size.
+    bool partition_share = false;
   };
 
   explicit Limiter(const Options& options);
@@ -125,6 +130,11 @@ class Limiter {
   void CollectAll(const SnapshotSink& sink);
   Status Restore(const KeySnapshot& snapshot);
 
+  // How many peers gossip cannot reach now (the gossip thread sets it).
+  void SetUnreachablePeers(size_t peers) {
+    unreachable_peers_.store(peers, std::memory_order_relaxed);
+  }
+
   size_t key_count() const { return budget_.count(); }
   NodeId node_id() const { return options_.node_id; }
 
@@ -143,6 +153,7 @@ class Limiter {
   const Options options_;
   KeyBudget budget_;
   std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
+  std::atomic<size_t> unreachable_peers_{0};
   std::unique_ptr<Shard[]> shards_;
 };
 

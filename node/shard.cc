@@ -96,8 +96,9 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
 }
 
 // A decision of the plain algorithm, capped by what this node may still
-// spend in the epoch: beyond it the request waits for the next epoch.
-void CapByEscrow(uint64_t cap, uint64_t cost, uint64_t epoch_left_ms, Decision* decision) {
+// spend (of its escrow share, or of its partition share): beyond it the
+// request waits wait_ms.
+void Cap(uint64_t cap, uint64_t cost, uint64_t wait_ms, Decision* decision) {
   if (!decision->allowed) {
     decision->remaining = std::min(decision->remaining, cap);
     return;
@@ -106,7 +107,7 @@ void CapByEscrow(uint64_t cap, uint64_t cost, uint64_t epoch_left_ms, Decision* 
   if (probe > cap) {
     decision->allowed = false;
     decision->remaining = cap;
-    decision->retry_after_ms = std::max<uint64_t>(epoch_left_ms, 1);
+    decision->retry_after_ms = std::max<uint64_t>(wait_ms, 1);
     return;
   }
   decision->remaining = std::min(decision->remaining, cap - cost);
@@ -218,7 +219,20 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                          remote.current, remote.previous, escrow.cluster_size);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
-    CapByEscrow(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
+    Cap(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
+  }
+  // Cut off from some peers, in the share mode: keep to this node's equal
+  // share of the limit, counting only its own admissions.
+  if (escrow.partition_share && escrow.cluster_size > 1 &&
+      unreachable_peers->load(std::memory_order_relaxed) > 0) {
+    LimitSpec share = spec;
+    share.limit = spec.limit / escrow.cluster_size;
+    const uint64_t own_current = entry ? entry->own_current : 0;
+    const uint64_t own_previous = entry ? entry->own_previous : 0;
+    const Decision own = spec.algorithm == Algorithm::kFixedWindow
+                             ? DecideFixedWindow(share, own_current, elapsed_ms, cost)
+                             : DecideSlidingCounter(share, own_current, own_previous, elapsed_ms, cost);
+    Cap(own.remaining + (own.allowed ? cost : 0), cost, own.retry_after_ms, &result);
   }
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;

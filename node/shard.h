@@ -64,12 +64,15 @@ struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
-  // Escrow (node/escrow.h), set once before any use: on when epoch_ms > 0.
+  // Escrow (node/escrow.h) and the partition mode, set once before any
+  // use: escrow is on when epoch_ms > 0.
   struct Escrow {
     int64_t epoch_ms = 0;
     NodeId self = 0;
     size_t cluster_size = 1;
+    bool partition_share = false;
   } escrow;
+  const std::atomic<size_t>* unreachable_peers = nullptr;  // the Limiter's; set once
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
   int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter

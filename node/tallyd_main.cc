@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   std::string cluster_secret_file;
   int64_t recovery_timeout_ms = 3'000;
   bool escrow = false;
+  std::string partition_mode = "fail-open";
   int64_t escrow_epoch_ms = 200;
 
   CLI::App app("tallyd: a distributed rate limiter node");
@@ -179,6 +180,11 @@ int main(int argc, char** argv) {
                  "The epoch of --escrow; keep it several --gossip-interval-ms long")
       ->check(CLI::Range(int64_t{10}, int64_t{60'000}))
       ->capture_default_str();
+  app.add_option("--partition-mode", partition_mode,
+                 "While some peers cannot be reached: fail-open enforces the whole limit from "
+                 "what this node knows; share keeps its own admissions to limit / nodes")
+      ->check(CLI::IsMember({"fail-open", "share"}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -204,9 +210,10 @@ int main(int argc, char** argv) {
 
   const bool clustered = !gossip_options.peers.empty();
   limiter_options.replicate = clustered;
-  if (clustered && escrow) {
-    limiter_options.escrow_epoch_ms = escrow_epoch_ms;
+  if (clustered) {
     limiter_options.cluster_size = gossip_options.peers.size() + 1;
+    limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
+    limiter_options.partition_share = partition_mode == "share";
   }
   tally::Limiter limiter(limiter_options);
   const tally::Clock* clock = tally::SystemClock::Default();

@@ -172,6 +172,57 @@ TEST_CASE("cluster: with escrow, three nodes at ten times the limit keep to it")
   }
 }
 
+// A 2|1 partition under 4x demand spread evenly: fail-open, each side
+// enforces the whole limit on its own (together about twice it); share,
+// each node keeps to limit / 3 (together at most the limit). Healed, the
+// nodes come back to one view.
+TEST_CASE("cluster: partition modes, 2|1 cut and healed") {
+  for (const std::string mode : {"fail-open", "share"}) {
+    CAPTURE(mode);
+    auto cluster = StartCluster(3, true, {"--partition-mode", mode});
+    cluster->Cut({2}, {0, 1});
+    REQUIRE(PollUntil([&] {
+      StatsReply stats;
+      if (!cluster->Stats(2, &stats).ok()) return false;
+      for (const auto& link : stats.peer_links) {
+        if (link.up) return false;
+      }
+      return true;
+    }));
+    cluster::DemandOptions demand;
+    demand.spec = {Algorithm::kFixedWindow, 90, 1'000};
+    demand.key = "partition";
+    demand.demand_per_window = 360;
+    demand.windows = 2;
+    std::vector<cluster::WindowTally> tallies;
+    const Status status = cluster::DriveDemand(*cluster, demand, &tallies);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    for (const cluster::WindowTally& tally : tallies) {
+      const uint64_t pair = tally.admitted[0] + tally.admitted[1], alone = tally.admitted[2];
+      MESSAGE(mode << ": side {0,1} admitted " << pair << ", side {2} " << alone << " of limit 90");
+      if (mode == "share") {
+        CHECK(pair <= 60);  // two nodes' shares of 30
+        CHECK(alone <= 30);
+        CHECK(pair + alone >= 80);
+      } else {
+        CHECK(pair >= 81);  // each side holds the whole limit on its own
+        CHECK(pair <= 110);
+        CHECK(alone == 90);
+      }
+    }
+    cluster->Heal();
+    const Status connected = cluster->WaitConnected(10'000);
+    REQUIRE_MESSAGE(connected.ok(), connected.ToString());
+    const LimitSpec spec{Algorithm::kFixedWindow, 1'000, kDayMs};
+    auto client = ConnectTo(*cluster, 2);
+    for (int i = 0; i < 10; ++i) CHECK(MustCheck(*client, {"after-heal", spec, 1}).allowed);
+    CHECK(PollUntil([&] {
+      return Remaining(*cluster, 0, "after-heal", spec) == 990 &&
+             Remaining(*cluster, 1, "after-heal", spec) == 990;
+    }));
+  }
+}
+
 // A node killed under load, whose disk holds none of its counts (a minute's
 // flush interval), is restarted: before it serves it takes its own counts
 // back from its peers (no undercount), then its new admissions reach them.

@@ -1,5 +1,6 @@
-// Unit tests of share-of-remaining (node/escrow.h) and of three engines that
-// gossip on a ManualClock with and without it: the overshoot near the limit.
+// Unit tests of share-of-remaining (node/escrow.h), of three engines that
+// gossip on a ManualClock with and without it (the overshoot near the
+// limit), and of the partition modes.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -182,6 +183,41 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   Limiter alone(alone_options);
   REQUIRE(alone.Check("k", spec, 0, &decision).ok());
   CHECK(decision.remaining == 100);
+}
+
+// Cut off from a peer in the share mode, a node keeps its own admissions to
+// limit / nodes (and says when to retry); reachable again, the whole limit
+// applies. Fail-open (the default) enforces the whole limit throughout.
+TEST_CASE("partition modes: share keeps to limit / nodes, fail-open to the limit") {
+  for (const bool share : {true, false}) {
+    CAPTURE(share);
+    ManualClock clock(kStartMs + 200);
+    Limiter::Options options{1, 1'000, &clock};
+    options.replicate = true;
+    options.cluster_size = 3;
+    options.partition_share = share;
+    Limiter limiter(options);
+    for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowCounter}) {
+      CAPTURE(AlgorithmName(algorithm));
+      const LimitSpec spec{algorithm, 90, 1'000};
+      const std::string key(AlgorithmName(algorithm));
+      limiter.SetUnreachablePeers(1);
+      int admitted = 0;
+      Decision decision;
+      for (int i = 0; i < 100; ++i) {
+        REQUIRE(limiter.Check(key, spec, 1, &decision).ok());
+        admitted += decision.allowed ? 1 : 0;
+      }
+      CHECK(admitted == (share ? 30 : 90));
+      if (share) {
+        CHECK(decision.remaining == 0);
+        CHECK(decision.retry_after_ms > 0);
+      }
+      limiter.SetUnreachablePeers(0);
+      REQUIRE(limiter.Check(key, spec, 0, &decision).ok());
+      CHECK(decision.remaining == (share ? 60 : 0));
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 //     and 10x the limit, clients spread evenly and skewed (70%
 //     to node 0): sliding_counter, limit 100 per 1 s window, --windows whole
 //     windows each; the mean and the largest window;
+//  1b. the same during a partition (the last node cut off from the others,
+//     fixed window), --partition-mode fail-open against share: what each
+//     side admits;
 //  2. convergence latency: a check admitted at one node (each in turn, at a
 //     random phase of the gossip rounds) until a peek sees it on every other
 //     node; p50 and p99 of --samples;
@@ -62,13 +65,13 @@ void Json(const std::string& row) { json_rows.push_back(row); }
 }
 
 std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
-                                    bool escrow = false) {
+                                    std::vector<std::string> flags = {}) {
   LocalCluster::Options options;
   options.tallyd_path = settings.tallyd;
   options.nodes = nodes;
   options.gossip = gossip;
   options.node_args = {"--memory-only"};  // persistence has its own benchmark
-  if (escrow) options.node_args.push_back("--escrow");
+  options.node_args.insert(options.node_args.end(), flags.begin(), flags.end());
   std::unique_ptr<LocalCluster> cluster;
   if (Status status = LocalCluster::Start(options, &cluster); !status.ok()) Die("start", status);
   return cluster;
@@ -86,7 +89,8 @@ void Admission(const Settings& settings, size_t nodes) {
   };
   for (const Mode& mode : {Mode{"local-only", false, false}, Mode{"tally", true, false},
                            Mode{"tally+escrow", true, true}}) {
-    auto cluster = Start(settings, nodes, mode.gossip, mode.escrow);
+    auto cluster = Start(settings, nodes, mode.gossip,
+                         mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
     for (const int factor : {2, 10}) {
       for (const bool skewed : {false, true}) {
         tally::cluster::DemandOptions demand;
@@ -120,6 +124,44 @@ void Admission(const Settings& settings, size_t nodes) {
              std::to_string(mean) + ", \"admitted_over_limit_max\": " + std::to_string(largest) +
              ", \"per_window\": [" + per_window + "]}");
       }
+    }
+  }
+}
+
+// 1b. The same during a partition: the last node cut off from the others.
+void Partition(const Settings& settings, size_t nodes) {
+  std::printf("\n== %zu nodes, node %zu cut off from the others: admitted / limit per window "
+              "(fixed_window, limit 100 per 1000 ms, %d windows, demand spread evenly)\n"
+              "%-10s %-7s %12s %12s %10s\n", nodes, nodes - 1, settings.windows, "mode", "demand",
+              "big side", "small side", "total");
+  for (const char* mode : {"fail-open", "share"}) {
+    auto cluster = Start(settings, nodes, true, {"--partition-mode", mode});
+    std::vector<size_t> rest;
+    for (size_t node = 0; node + 1 < nodes; ++node) rest.push_back(node);
+    cluster->Cut({nodes - 1}, rest);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the links notice
+    for (const int factor : {2, 10}) {
+      tally::cluster::DemandOptions demand;
+      demand.spec = {tally::Algorithm::kFixedWindow, 100, 1'000};
+      demand.key = std::string("partition-") + std::to_string(factor);
+      demand.demand_per_window = static_cast<uint64_t>(factor) * demand.spec.limit;
+      demand.windows = settings.windows;
+      std::vector<tally::cluster::WindowTally> tallies;
+      if (Status status = tally::cluster::DriveDemand(*cluster, demand, &tallies); !status.ok()) {
+        Die("demand", status);
+      }
+      double big = 0, small = 0;
+      for (const auto& tally : tallies) {
+        small += static_cast<double>(tally.admitted[nodes - 1]);
+        big += static_cast<double>(tally.total_admitted() - tally.admitted[nodes - 1]);
+      }
+      const double windows = static_cast<double>(tallies.size()) * 100.0;
+      std::printf("%-10s %-7s %12.2f %12.2f %10.2f\n", mode, (std::to_string(factor) + "x").c_str(),
+                  big / windows, small / windows, (big + small) / windows);
+      Json("{\"scenario\": \"partition\", \"nodes\": " + std::to_string(nodes) + ", \"mode\": \"" +
+           mode + "\", \"demand_x_limit\": " + std::to_string(factor) +
+           ", \"big_side_over_limit\": " + std::to_string(big / windows) +
+           ", \"small_side_over_limit\": " + std::to_string(small / windows) + "}");
     }
   }
 }
@@ -258,6 +300,7 @@ int main(int argc, char** argv) {
   single.reset();
   for (const size_t nodes : {size_t{3}, size_t{5}}) {
     Admission(settings, nodes);
+    Partition(settings, nodes);
     auto cluster = Start(settings, nodes, true);
     Convergence(settings, *cluster);
     Load(settings, *cluster, single_node);
