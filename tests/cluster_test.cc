@@ -71,6 +71,18 @@ uint64_t Remaining(const LocalCluster& cluster, size_t node, const std::string& 
   return MustCheck(*ConnectTo(cluster, node), {key, spec, 0}).remaining;
 }
 
+// Waits (bounded) until none of the node's links is up.
+bool AllLinksDown(const LocalCluster& cluster, size_t node) {
+  return PollUntil([&] {
+    StatsReply stats;
+    if (!cluster.Stats(node, &stats).ok()) return false;
+    for (const auto& link : stats.peer_links) {
+      if (link.up) return false;
+    }
+    return true;
+  });
+}
+
 int64_t WallMs() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -181,14 +193,7 @@ TEST_CASE("cluster: partition modes, 2|1 cut and healed") {
     CAPTURE(mode);
     auto cluster = StartCluster(3, true, {"--partition-mode", mode});
     cluster->Cut({2}, {0, 1});
-    REQUIRE(PollUntil([&] {
-      StatsReply stats;
-      if (!cluster->Stats(2, &stats).ok()) return false;
-      for (const auto& link : stats.peer_links) {
-        if (link.up) return false;
-      }
-      return true;
-    }));
+    REQUIRE(AllLinksDown(*cluster, 2));
     cluster::DemandOptions demand;
     demand.spec = {Algorithm::kFixedWindow, 90, 1'000};
     demand.key = "partition";
@@ -284,14 +289,7 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
   auto cluster = StartCluster(3);
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
   cluster->Cut({2}, {0, 1});
-  REQUIRE(PollUntil([&] {
-    StatsReply stats;
-    if (!cluster->Stats(2, &stats).ok()) return false;
-    for (const auto& link : stats.peer_links) {
-      if (link.up) return false;
-    }
-    return true;
-  }));
+  REQUIRE(AllLinksDown(*cluster, 2));
   auto at_0 = ConnectTo(*cluster, 0);
   auto at_2 = ConnectTo(*cluster, 2);
   for (int i = 0; i < 30; ++i) CHECK(MustCheck(*at_0, {"cut", spec, 1}).allowed);
