@@ -1,5 +1,7 @@
 #include "cluster/local_cluster.h"
 
+#include <algorithm>
+
 #include "protocol/peer_auth.h"
 
 #include <signal.h>
@@ -32,15 +34,11 @@ Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>
   if (options.gossip && n > 1) {
     if (Status status = c.WriteSecret(); !status.ok()) return status;
     c.hub_ = std::make_unique<ProxyHub>();
-    c.proxy_ports_.assign(n * n, 0);
-    c.proxy_ids_.assign(n * n, 0);
-    for (size_t from = 0; from < n; ++from) {
-      for (size_t to = 0; to < n; ++to) {
-        if (from == to) continue;
-        const size_t index = c.ProxyOf(from, to);
-        if (Status status = c.hub_->Add(&c.proxy_ids_[index], &c.proxy_ports_[index]); !status.ok()) {
-          return status;
-        }
+    c.proxy_ports_.assign(n, 0);
+    c.proxy_ids_.assign(n, 0);
+    for (size_t node = 0; node < n; ++node) {
+      if (Status status = c.hub_->Add(&c.proxy_ids_[node], &c.proxy_ports_[node]); !status.ok()) {
+        return status;
       }
     }
   }
@@ -68,13 +66,18 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
   options.tallyd_path = options_.tallyd_path;
   options.directory = root_ + "/node" + std::to_string(node);
   options.gossip_port = hub_ != nullptr;
-  options.args = {"--node-id", std::to_string(node + 1)};
+  options.args = {"--node-id", std::to_string(NodeIdOf(node))};
   if (hub_) {
-    options.args.insert(options.args.end(), {"--cluster-secret-file", secret_path()});
-    for (size_t peer = 0; peer < options_.nodes; ++peer) {
-      if (peer == node) continue;
-      options.args.push_back("--peer");
-      options.args.push_back("127.0.0.1:" + std::to_string(proxy_ports_[ProxyOf(node, peer)]));
+    options.args.insert(options.args.end(),
+                        {"--cluster-secret-file", secret_path(), "--gossip-advertise",
+                         "127.0.0.1:" + std::to_string(proxy_ports_[node])});
+    for (size_t seed = 0; seed < options_.nodes; ++seed) {
+      const bool listed = options_.seeds.empty() ||
+                          std::find(options_.seeds.begin(), options_.seeds.end(), seed) !=
+                              options_.seeds.end();
+      if (!listed) continue;
+      options.args.push_back("--seed");
+      options.args.push_back(options_.seed_host + ":" + std::to_string(proxy_ports_[seed]));
     }
   }
   options.args.insert(options.args.end(), options_.node_args.begin(), options_.node_args.end());
@@ -97,9 +100,7 @@ Status LocalCluster::SpawnNode(size_t node) {
 }
 
 void LocalCluster::WireUpstreams(size_t node) {
-  for (size_t from = 0; from < options_.nodes; ++from) {
-    if (from != node) hub_->SetUpstream(proxy_ids_[ProxyOf(from, node)], nodes_[node]->gossip_port());
-  }
+  hub_->SetUpstream(proxy_ids_[node], nodes_[node]->gossip_port());
 }
 
 Status LocalCluster::WriteSecret() const {
@@ -156,19 +157,15 @@ void LocalCluster::Cut(const std::vector<size_t>& group_a, const std::vector<siz
   for (size_t a : group_a) {
     for (size_t b : group_b) {
       if (a == b) continue;
-      hub_->Cut(proxy_ids_[ProxyOf(a, b)]);
-      hub_->Cut(proxy_ids_[ProxyOf(b, a)]);
+      hub_->Cut(proxy_ids_[b], NodeIdOf(a));
+      hub_->Cut(proxy_ids_[a], NodeIdOf(b));
     }
   }
 }
 
 void LocalCluster::Heal() {
   if (!hub_) return;
-  for (size_t from = 0; from < options_.nodes; ++from) {
-    for (size_t to = 0; to < options_.nodes; ++to) {
-      if (from != to) hub_->Heal(proxy_ids_[ProxyOf(from, to)]);
-    }
-  }
+  for (size_t node = 0; node < options_.nodes; ++node) hub_->Heal(proxy_ids_[node]);
 }
 
 Status LocalCluster::WaitConnected(int timeout_ms) const {
@@ -186,12 +183,17 @@ Status LocalCluster::WaitConnected(int timeout_ms) const {
         missing += " node " + std::to_string(node) + " answers no stats;";
         continue;
       }
-      size_t links_up = 0, peers_connected = 0;
+      size_t links_up = 0, peers_connected = 0, alive = 0;
       for (const auto& link : stats.peer_links) links_up += link.up ? 1 : 0;
       for (const auto& peer : stats.peer_nodes) peers_connected += peer.connected ? 1 : 0;
-      if (links_up < running_nodes - 1 || peers_connected < running_nodes - 1) {
+      for (const auto& member : stats.members) {
+        alive += member.state == protocol::MemberState::kAlive ? 1 : 0;
+      }
+      if (links_up < running_nodes - 1 || peers_connected < running_nodes - 1 ||
+          alive < running_nodes) {
         missing += " node " + std::to_string(node) + ": " + std::to_string(links_up) +
-                   " links up, " + std::to_string(peers_connected) + " peers connected;";
+                   " links up, " + std::to_string(peers_connected) + " peers connected, " +
+                   std::to_string(alive) + " members alive;";
       }
     }
     if (missing.empty()) return Status::OK();

@@ -4,13 +4,15 @@
 // Every node gets its own directory under the cluster's root (data, port
 // files, log), a fixed node id (its index + 1), and ports chosen at run time;
 // with gossip, all share a random cluster secret written under the root.
-// With gossip, node i reaches node j through proxy (i, j) of a ProxyHub: the
-// links between nodes are real TCP paths that Cut and Heal break and mend.
-// Without gossip, the nodes are local-only (no --peer): the baseline a
-// cluster is compared against.
+// With gossip, every node is reached through its own proxy of a ProxyHub,
+// which it advertises (--gossip-advertise): the links between nodes are real
+// TCP paths that Cut and Heal break and mend, per pair of nodes. Each node
+// gets the proxies of Options::seeds as --seed. Without gossip, the nodes are
+// local-only: the baseline a cluster is compared against.
 //
 // Start waits until every node serves and, with gossip, until every node's
-// links are up and every peer's session is open. The destructor SIGKILLs
+// links are up, every peer's session is open and every node sees every
+// other alive. The destructor SIGKILLs
 // whatever still runs and removes a root it made; nodes also die with the
 // thread that started them (see NodeProcess), so a crashed test leaves none.
 //
@@ -39,6 +41,8 @@ class LocalCluster {
     size_t nodes = 3;
     bool gossip = true;
     std::vector<std::string> node_args;  // extra tallyd flags for every node
+    std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
+    std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
     std::string root;  // empty: a new temporary directory, removed at the end
     int start_timeout_ms = 20'000;
   };
@@ -70,15 +74,16 @@ class LocalCluster {
   void Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b);
   void Heal();
 
-  // Until every running node has all its links up and every running peer's
-  // session open (gossip), or timeout_ms.
+  // Until every running node has all its links up, every running peer's
+  // session open and every running node alive in its view (gossip), or
+  // timeout_ms.
   Status WaitConnected(int timeout_ms) const;
 
  private:
   LocalCluster(const Options& options, std::string root, bool owns_root)
       : options_(options), root_(std::move(root)), owns_root_(owns_root) {}
   NodeProcess::Options NodeOptions(size_t node) const;
-  size_t ProxyOf(size_t from, size_t to) const { return from * options_.nodes + to; }
+  static uint64_t NodeIdOf(size_t node) { return node + 1; }
   Status SpawnNode(size_t node);
   Status WriteSecret() const;
   void WireUpstreams(size_t node);
@@ -87,7 +92,7 @@ class LocalCluster {
   const std::string root_;
   const bool owns_root_;
   std::unique_ptr<ProxyHub> hub_;        // gossip only
-  std::vector<uint16_t> proxy_ports_;    // by ProxyOf(from, to); unused on the diagonal
+  std::vector<uint16_t> proxy_ports_;    // by node: where the others reach it
   std::vector<size_t> proxy_ids_;
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
 };

@@ -1,8 +1,21 @@
 // Gossip: replicates this node's counting and log state to its peers and
-// merges theirs, so that every node enforces one cluster-wide limit
-// (README "Cluster").
+// merges theirs, so that every node enforces one cluster-wide limit; and
+// keeps the cluster's membership (README "Cluster").
 //
-// Links: for every configured peer this node keeps one outgoing TCP
+// Membership (node/membership.h): the node starts from seeds (host:port,
+// the name may resolve to several addresses; seeds that are this node are
+// skipped) and dials them; each link sends this node's membership table
+// right after the handshake and every membership_interval_ms, with this
+// node's heartbeat + 1. Whoever learns of a member dials its advertised
+// address, so joining through any one seed reaches every member. A member
+// whose heartbeat stops advancing is suspect after suspect_after_ms and dead
+// after dead_after_ms (its link keeps redialling: it may come back, or be
+// cut off); one that leaves (Leave) is dropped by every node at once; one
+// that restarts is alive again with its first table. A seed that turns out
+// to be a member known under another address is dropped for that member's
+// link.
+//
+// Links: for every member (and seed) this node keeps one outgoing TCP
 // connection that carries its own state to that peer: a hello (answered by
 // the peer's hello), then a full sync (every live replicated key with every
 // node's slots and stamps, shard by shard, then syncDone), then every
@@ -30,9 +43,14 @@
 // gossip port carries only the peer protocol: no client request is served
 // there, and the client port accepts no peer message.
 //
+// The Limiter learns the cluster's size (members that have not left, this
+// node included) and how many of them no link reaches, for escrow and the
+// partition mode.
+//
 // Threads: one thread ("tally-gossip") runs an io_context that owns every
-// link, session, timer and buffer. The Limiter is thread-safe. stats() and
-// WaitForPeerSyncs may be called from any thread.
+// link, session, timer and buffer; the membership table is guarded by a
+// mutex. The Limiter is thread-safe. AddStats, WaitForRecovery and Leave may
+// be called from any thread.
 #pragma once
 
 #include <cstdint>
@@ -51,9 +69,13 @@ class Gossip {
   struct Options {
     std::string listen_address = "127.0.0.1";
     uint16_t listen_port = 7421;  // 0: an ephemeral port, see port()
-    std::vector<std::string> peers;  // host:port of each peer's gossip port
+    std::vector<std::string> seeds;  // host:port of peers' gossip ports; may list this node
+    std::string advertise_address;   // host:port peers dial; empty: listen_address:port()
     std::string cluster_secret;      // shared by the members; protocol::kMinSecretBytes or more
     int64_t interval_ms = 50;
+    int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
+    int64_t suspect_after_ms = 1'000;      // without a newer heartbeat
+    int64_t dead_after_ms = 3'000;
     int64_t full_sync_interval_ms = 30'000;
     int64_t heartbeat_ms = 1'000;
     int64_t idle_timeout_ms = 5'000;
@@ -72,18 +94,29 @@ class Gossip {
   Gossip& operator=(const Gossip&) = delete;
 
   // Binds the gossip port. After OK, port() is the bound port.
-  // InvalidArgument when the cluster secret is too short.
+  // InvalidArgument when the cluster secret is too short, or there is no
+  // usable address to advertise (listening on 0.0.0.0 or :: needs one).
   Status Listen();
   uint16_t port() const;
-  // Starts the gossip thread: dials every peer, accepts, runs the rounds.
+  // Starts the gossip thread: dials the seeds, accepts, runs the rounds.
+  // The wall-clock time now is this run's incarnation.
   void Start();
-  // Blocks until every configured peer has completed a full sync to this
-  // node, or timeout_ms passed. Returns how many peers (by node id) had.
-  size_t WaitForPeerSyncs(int64_t timeout_ms);
+
+  struct Recovery {
+    bool joined = false;      // heard from a member, or no seed but this node
+    size_t peers_alive = 0;   // other members alive in this node's view
+    size_t peers_synced = 0;  // of those, how many completed a full sync to this node
+  };
+  // Blocks until this node has joined and every alive member has completed
+  // a full sync to it, or timeout_ms passed.
+  Recovery WaitForRecovery(int64_t timeout_ms);
+  // Tells every peer this node leaves (they drop it at once instead of
+  // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
+  void Leave(int64_t timeout_ms);
   // Closes every connection and joins the thread. Idempotent.
   void Stop();
 
-  // Adds the gossip fields (counters, links, peer nodes) to *stats.
+  // Adds the gossip fields (counters, links, peer nodes, members) to *stats.
   void AddStats(protocol::StatsReply* stats) const;
 
  private:

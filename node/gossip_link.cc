@@ -29,16 +29,12 @@ Frame FrameOf(void (*encode)(std::string*)) {
 
 }  // namespace
 
-PeerLink::PeerLink(GossipShared& shared, asio::io_context& io, size_t index)
-    : shared_(shared),
-      index_(index),
-      address_(shared.options.peers[index]),
-      socket_(io),
-      backoff_timer_(io) {}
+PeerLink::PeerLink(GossipShared& shared, asio::io_context& io, std::string address)
+    : shared_(shared), address_(std::move(address)), socket_(io), backoff_timer_(io) {}
 
 void PeerLink::Start() {
-  asio::co_spawn(socket_.get_executor(), Run(), [this](std::exception_ptr e) {
-    if (e) spdlog::error("gossip link to {} failed: an exception escaped", address_);
+  asio::co_spawn(socket_.get_executor(), Run(), [self = shared_from_this()](std::exception_ptr e) {
+    if (e) spdlog::error("gossip link to {} failed: an exception escaped", self->address_);
   });
 }
 
@@ -51,7 +47,7 @@ void PeerLink::Stop() {
 
 asio::awaitable<void> PeerLink::Run() {
   int64_t backoff_ms = shared_.options.reconnect_min_ms;
-  while (!stopping_) {
+  while (!stopping_ && !is_self_) {
     const Status connected = co_await Connect();
     if (connected.ok()) {
       backoff_ms = shared_.options.reconnect_min_ms;
@@ -63,6 +59,9 @@ asio::awaitable<void> PeerLink::Run() {
                                          asio::redirect_error(asio::use_awaitable, ec));
       }
       Reset(ec == asio::error::eof ? "closed by the peer" : ec.message());
+    } else if (is_self_) {
+      spdlog::info("gossip seed {} is this node: not dialled", address_);
+      break;
     } else {
       Reset(connected.ToString());
     }
@@ -85,7 +84,15 @@ asio::awaitable<Status> PeerLink::Connect() {
   const auto endpoints =
       co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot resolve " + address_ + ": " + ec.message());
-  co_await asio::async_connect(socket_, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+  std::vector<tcp::endpoint> others;
+  for (const auto& entry : endpoints) {
+    if (!shared_.self_endpoints.contains(entry.endpoint())) others.push_back(entry.endpoint());
+  }
+  if (others.empty()) {
+    is_self_ = true;
+    co_return Status::Unavailable("every address of it is this node's");
+  }
+  co_await asio::async_connect(socket_, others, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot connect: " + ec.message());
   socket_.set_option(tcp::no_delay(true), ec);
   std::string hello;
@@ -108,6 +115,13 @@ asio::awaitable<Status> PeerLink::Connect() {
   if (Status status = CheckSeal(in_, sizes, *auth_, 0); !status.ok()) {
     co_return Status::Unavailable("refusing the peer: " + std::string(status.message()));
   }
+  if (reply.node_id == shared_.limiter->node_id()) {  // a seed that resolves to this node
+    spdlog::info("gossip seed {} at {} answers with this node's id {}: skipping that address",
+                 address_, PeerName(socket_), reply.node_id);
+    shared_.self_endpoints.insert(socket_.remote_endpoint(ec));
+    socket_.close(ec);
+    co_return co_await Connect();  // the seed's other addresses, if any
+  }
   next_seq_ = 1;
   deadline_ms_ = 0;
   peer_id_ = reply.node_id;
@@ -123,6 +137,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   ever_up_ = true;
   reported_down_ = false;
   last_enqueue_ms_ = SteadyNowMs();
+  if (shared_.members_frame) Enqueue(shared_.members_frame);
   StartSync();
   PublishStatus();
   co_return Status::OK();
@@ -147,6 +162,10 @@ void PeerLink::Reset(const std::string& why) {
     spdlog::debug("gossip link to {} down again: {}", address_, why);
   }
   PublishStatus();
+}
+
+void PeerLink::Send(const Frame& frame) {
+  if (up_) Enqueue(frame);
 }
 
 void PeerLink::SendDelta(const std::vector<Frame>& frames, uint64_t entries) {
@@ -184,7 +203,8 @@ void PeerLink::WriteNext() {
   write_started_ms_ = SteadyNowMs();
   const Frame frame = queue_.front();
   asio::async_write(socket_, asio::buffer(*frame),
-                    [this, frame, generation = generation_](asio::error_code ec, size_t written) {
+                    [this, self = shared_from_this(), frame, generation = generation_](
+                        asio::error_code ec, size_t written) {
                       if (generation != generation_) return;  // a connection since closed
                       if (ec) {
                         Reset("write failed: " + ec.message());
@@ -245,8 +265,10 @@ void PeerLink::Tick(int64_t now_ms) {
 }
 
 void PeerLink::PublishStatus() {
+  if (stopping_) return;  // dropped from shared_.links
   std::lock_guard<std::mutex> lock(shared_.mu);
-  protocol::PeerLinkStatus& status = shared_.links[index_];
+  protocol::PeerLinkStatus& status = shared_.links[address_];
+  status.address = address_;
   status.up = up_;
   status.node_id = peer_id_;
   status.bytes_sent = bytes_sent_;

@@ -17,11 +17,13 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "node/gossip.h"
 #include "node/limiter.h"
+#include "node/membership.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
 #include "protocol/peer_auth.h"
@@ -33,6 +35,8 @@ using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
 
 int64_t SteadyNowMs();
+int64_t WallNowMs();
+std::string PeerName(const tcp::socket& socket);  // address:port of the other end
 
 // The limits on frames a peer may send: the sender cuts frames at
 // Options::max_frame_bytes (at most 1 MiB) plus one entry.
@@ -60,9 +64,17 @@ struct GossipShared {
       delta_entries_sent{0}, full_syncs_sent{0}, full_syncs_received{0}, entries_merged{0},
       entries_rejected{0}, sessions_refused{0};
 
+  // Gossip thread only.
+  Frame members_frame;  // the latest membership table, encoded: sent after every hello
+  // Endpoints that answered with this node's own id: a seed's name that
+  // resolves to this node as well as to others.
+  std::set<tcp::endpoint> self_endpoints;
+
   mutable std::mutex mu;  // guards the rest
-  std::condition_variable synced_changed;
-  std::vector<protocol::PeerLinkStatus> links;  // one per Options::peers entry
+  std::condition_variable recovery_changed;  // synced, or the membership, changed
+  std::optional<Membership> membership;      // from Gossip::Start
+  bool no_seed_but_self = false;             // every seed is this node: nobody to join
+  std::map<std::string, protocol::PeerLinkStatus> links;  // by address
   struct NodeState {
     protocol::PeerNodeStatus status;  // last_heard_ms_ago computed from last_heard_ms
     int64_t last_heard_ms = 0;        // SteadyNowMs()
@@ -92,16 +104,26 @@ Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
                  const protocol::PeerAuth& auth, uint64_t seq);
 
 // The connection this node dials to one peer, carrying its state there.
-class PeerLink {
+// Shared ownership: its pending operations keep it alive after Stop.
+class PeerLink : public std::enable_shared_from_this<PeerLink> {
  public:
-  PeerLink(GossipShared& shared, asio::io_context& io, size_t index);
+  PeerLink(GossipShared& shared, asio::io_context& io, std::string address);
   void Start();
   void Stop();
+  // Queues a frame (if the link is up), sealed.
+  void Send(const Frame& frame);
   // Queues a round's delta frames (if the link is up).
   void SendDelta(const std::vector<Frame>& frames, uint64_t entries);
   // Every round: deadlines, heartbeat, periodic full sync, status.
   void Tick(int64_t now_ms);
   bool up() const { return up_; }
+  // Nothing queued or being written.
+  bool idle() const { return !writing_ && queue_.empty(); }
+  // The peer's id from its hello (0: never connected).
+  NodeId peer_id() const { return peer_id_; }
+  // The address answers as this node: Run has ended, for good.
+  bool is_self() const { return is_self_; }
+  const std::string& address() const { return address_; }
 
  private:
   asio::awaitable<void> Run();
@@ -115,12 +137,12 @@ class PeerLink {
   void PublishStatus();
 
   GossipShared& shared_;
-  const size_t index_;
   const std::string address_;
   tcp::socket socket_;
   asio::steady_timer backoff_timer_;
   protocol::FrameBuffer in_;
   bool stopping_ = false;
+  bool is_self_ = false;
   bool up_ = false;
   bool ever_up_ = false;
   bool reported_down_ = false;
@@ -153,6 +175,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   asio::awaitable<void> Run();
   asio::awaitable<Status> Serve();
   Status Merge(const protocol::PeerMessage& message);
+  void MergeMembers(std::span<const protocol::MemberRecord> members);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)
   // or closed (-1), entries merged, a full sync completed.
   void Heard(int sessions, uint64_t merged, bool synced);

@@ -12,13 +12,19 @@ namespace {
 constexpr size_t kMinReadBytes = 4 * 1024;
 constexpr size_t kMaxReadBytes = 256 * 1024;
 
+}  // namespace
+
 std::string PeerName(const tcp::socket& socket) {
   asio::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
 }
 
-}  // namespace
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 int64_t SteadyNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -134,7 +140,8 @@ asio::awaitable<void> PeerSession::Run() {
   if (!status.ok() && status.code() != Status::Code::kIOError) {
     GossipShared::Add(shared_.sessions_refused, 1);
     shared_.log.Warn("refusing gossip from " + peer_ + ": " + status.ToString());
-  } else if (auth_ && !counted_) {  // it saw our sealed hello and left: no member of ours
+  } else if (auth_ && !counted_ && node_id_ != shared_.limiter->node_id()) {
+    // It saw our sealed hello and left: no member of ours.
     GossipShared::Add(shared_.sessions_refused, 1);
     shared_.log.Warn("gossip session from " + peer_ + " (node " + std::to_string(node_id_) +
                      ") ended before it proved the cluster secret: " + status.ToString());
@@ -154,11 +161,9 @@ asio::awaitable<Status> PeerSession::Serve() {
   if (message.kind != protocol::PeerMessageKind::kHello) {
     co_return Status::InvalidArgument("the first peer message is not a hello");
   }
-  if (message.node_id == shared_.limiter->node_id()) {
-    co_return Status::InvalidArgument("the peer claims this node's own id " +
-                                      std::to_string(message.node_id) +
-                                      " (a node listed as its own peer, or two nodes with one id)");
-  }
+  // This node's own id: a seed that resolves to this node. The sealed hello
+  // below tells the dialler so; nothing after it is read.
+  const bool from_self = message.node_id == shared_.limiter->node_id();
   node_id_ = message.node_id;
   const std::string nonce = protocol::RandomNonce();
   auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
@@ -170,6 +175,7 @@ asio::awaitable<Status> PeerSession::Serve() {
   co_await asio::async_write(socket_, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::IOError(ec.message());
   GossipShared::Add(shared_.bytes_sent, reply.size());
+  if (from_self) co_return Status::IOError("this node dialled itself");
   for (;;) {
     if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
       co_return status;
@@ -185,6 +191,9 @@ asio::awaitable<Status> PeerSession::Serve() {
     switch (message.kind) {
       case protocol::PeerMessageKind::kState:
         if (Status status = Merge(message); !status.ok()) co_return status;
+        break;
+      case protocol::PeerMessageKind::kMembers:
+        MergeMembers(message.members);
         break;
       case protocol::PeerMessageKind::kSyncDone:
         GossipShared::Add(shared_.full_syncs_received, 1);
@@ -228,6 +237,15 @@ Status PeerSession::Merge(const protocol::PeerMessage& message) {
   return Status::OK();
 }
 
+void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.membership->Merge(members, SteadyNowMs(), WallNowMs());
+  }
+  shared_.recovery_changed.notify_all();
+  Heard(0, 0, false);
+}
+
 void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
   std::lock_guard<std::mutex> lock(shared_.mu);
   GossipShared::NodeState& node = shared_.nodes[node_id_];
@@ -239,7 +257,7 @@ void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
   if (synced) {
     ++node.status.full_syncs;
     shared_.synced.insert(node_id_);
-    shared_.synced_changed.notify_all();
+    shared_.recovery_changed.notify_all();
   }
 }
 

@@ -47,12 +47,15 @@ Status ValidateLog(std::span<const NodeStamps> log) {
 }  // namespace
 
 Limiter::Limiter(const Options& options)
-    : options_(options), budget_(options.max_keys), shards_(std::make_unique<Shard[]>(kShardCount)) {
+    : options_(options),
+      budget_(options.max_keys),
+      cluster_size_(options.cluster_size),
+      shards_(std::make_unique<Shard[]>(kShardCount)) {
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
-    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.cluster_size,
-                         options.partition_share};
+    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.partition_share};
+    shards_[i].cluster_size = &cluster_size_;
     shards_[i].unreachable_peers = &unreachable_peers_;
   }
 }

@@ -58,11 +58,12 @@ class Limiter {
     bool replicate = false;
     // Share of remaining (node/escrow.h) for fixed window and sliding
     // counter keys that peers report: 0 off, else the epoch (one gossip
-    // interval). cluster_size: the members, this node included.
+    // interval). cluster_size: the members, this node included, until
+    // SetClusterView says otherwise.
     int64_t escrow_epoch_ms = 0;
     size_t cluster_size = 1;
     // Partition mode, for fixed window and sliding counter: while
-    // SetUnreachablePeers says some peers cannot be reached, false (fail
+    // SetClusterView says some peers cannot be reached, false (fail
     // open) enforces the whole limit from what this node knows; true keeps
     // this node's own admissions to its equal share, limit / cluster_size.
     bool partition_share = false;
@@ -130,9 +131,12 @@ class Limiter {
   void CollectAll(const SnapshotSink& sink);
   Status Restore(const KeySnapshot& snapshot);
 
-  // How many peers gossip cannot reach now (the gossip thread sets it).
-  void SetUnreachablePeers(size_t peers) {
-    unreachable_peers_.store(peers, std::memory_order_relaxed);
+  // The cluster as gossip sees it now (the gossip thread sets it): its
+  // members that have not left, this node included, and how many of the
+  // others no link reaches.
+  void SetClusterView(size_t cluster_size, size_t unreachable_peers) {
+    cluster_size_.store(cluster_size, std::memory_order_relaxed);
+    unreachable_peers_.store(unreachable_peers, std::memory_order_relaxed);
   }
 
   size_t key_count() const { return budget_.count(); }
@@ -153,6 +157,7 @@ class Limiter {
   const Options options_;
   KeyBudget budget_;
   std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
+  std::atomic<size_t> cluster_size_;
   std::atomic<size_t> unreachable_peers_{0};
   std::unique_ptr<Shard[]> shards_;
 };

@@ -195,7 +195,8 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
   };
   Decision result = decide(current, cost);
   // Escrow: spend at most this node's share of what remained at the epoch's start.
-  const bool escrowed = escrow.epoch_ms > 0 && escrow.cluster_size > 1;
+  const size_t members = cluster_size->load(std::memory_order_relaxed);
+  const bool escrowed = escrow.epoch_ms > 0 && members > 1;
   std::unique_ptr<RemoteCounts> fresh;  // for a key this node does not hold yet
   if (escrowed) {
     if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
@@ -216,17 +217,17 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
               : DecideSlidingCounter(spec, current, previous, epoch_end_elapsed_ms, 0).remaining;
       remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self,
                          own_current, uint64_t{own_current} + (entry ? entry->own_previous : 0),
-                         remote.current, remote.previous, escrow.cluster_size);
+                         remote.current, remote.previous, members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
     Cap(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
   }
   // Cut off from some peers, in the share mode: keep to this node's equal
   // share of the limit, counting only its own admissions.
-  if (escrow.partition_share && escrow.cluster_size > 1 &&
+  if (escrow.partition_share && members > 1 &&
       unreachable_peers->load(std::memory_order_relaxed) > 0) {
     LimitSpec share = spec;
-    share.limit = spec.limit / escrow.cluster_size;
+    share.limit = spec.limit / members;
     const uint64_t own_current = entry ? entry->own_current : 0;
     const uint64_t own_previous = entry ? entry->own_previous : 0;
     const Decision own = spec.algorithm == Algorithm::kFixedWindow

@@ -69,10 +69,11 @@ struct alignas(64) Shard {
   struct Escrow {
     int64_t epoch_ms = 0;
     NodeId self = 0;
-    size_t cluster_size = 1;
     bool partition_share = false;
   } escrow;
-  const std::atomic<size_t>* unreachable_peers = nullptr;  // the Limiter's; set once
+  // The Limiter's view of the cluster (SetClusterView); set once.
+  const std::atomic<size_t>* cluster_size = nullptr;
+  const std::atomic<size_t>* unreachable_peers = nullptr;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
   int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter

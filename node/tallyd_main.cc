@@ -26,6 +26,9 @@
 
 namespace {
 
+// On a clean stop, how long the node waits for its leave to reach the peers.
+constexpr int64_t kLeaveTimeoutMs = 1'000;
+
 // Writes the bound port to `path` atomically, so a reader never sees half a number.
 bool WritePortFile(const std::string& path, uint16_t port) {
   const std::string temporary = path + ".tmp";
@@ -43,7 +46,7 @@ bool WritePortFile(const std::string& path, uint16_t port) {
 tally::Status ReadSecret(const std::string& path, std::string* secret) {
   if (path.empty()) {
     return tally::Status::InvalidArgument(
-        "--peer needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
+        "--seed needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return tally::Status::IOError("cannot read the cluster secret file " + path);
@@ -148,11 +151,15 @@ int main(int argc, char** argv) {
                  "RocksDB compacts on its own")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--peer", gossip_options.peers,
-                 "A peer's gossip address, host:port; repeat for each. Without any, the node "
-                 "is local-only");
+  app.add_option("--seed", gossip_options.seeds,
+                 "A member's gossip address, host:port (a name may resolve to several); repeat "
+                 "for more. The node joins the cluster through any one that answers; listing "
+                 "this node itself is fine. Without seeds or a secret, the node is local-only");
   app.add_option("--gossip-address", gossip_address,
                  "Address of the gossip port (default: --address)");
+  app.add_option("--gossip-advertise", gossip_options.advertise_address,
+                 "host:port other members dial to reach this node's gossip port (default: "
+                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)");
   app.add_option("--gossip-port", gossip_options.listen_port,
                  "TCP port peers send their state to; 0 picks a free one")
       ->capture_default_str();
@@ -160,7 +167,8 @@ int main(int argc, char** argv) {
                  "Write the bound gossip port to this file once listening");
   app.add_option("--cluster-secret-file", cluster_secret_file,
                  "File holding the secret every member shares (at least 16 bytes; a trailing "
-                 "newline is ignored); required with --peer");
+                 "newline is ignored); required with --seed. With it and no --seed, the node "
+                 "is the first member of a cluster that others join");
   app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
                  "Send the keys admitted to since the last round this often")
       ->check(CLI::Range(int64_t{1}, int64_t{10'000}))
@@ -169,8 +177,21 @@ int main(int argc, char** argv) {
                  "Send every live key to each peer this often (and after each reconnect)")
       ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
       ->capture_default_str();
+  app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
+                 "Send this node's heartbeat and membership table to every peer this often")
+      ->check(CLI::Range(int64_t{10}, int64_t{10'000}))
+      ->capture_default_str();
+  app.add_option("--suspect-after-ms", gossip_options.suspect_after_ms,
+                 "A member whose heartbeat has not advanced for this long is suspect")
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--dead-after-ms", gossip_options.dead_after_ms,
+                 "... and dead after this long (it still counts for the limits until it leaves)")
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->capture_default_str();
   app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
-                 "At start, wait at most this long for every peer's full sync before serving")
+                 "At start, wait at most this long to join and for every live member's full "
+                 "sync before serving")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--escrow", escrow,
@@ -208,10 +229,15 @@ int main(int argc, char** argv) {
   spdlog::info("node id {}; {}", limiter_options.node_id,
                memory_only ? "memory only" : "data in " + data_dir);
 
-  const bool clustered = !gossip_options.peers.empty();
+  if (gossip_options.suspect_after_ms >= gossip_options.dead_after_ms ||
+      gossip_options.membership_interval_ms >= gossip_options.suspect_after_ms) {
+    spdlog::error("not starting: need --membership-interval-ms < --suspect-after-ms < "
+                  "--dead-after-ms");
+    return 1;
+  }
+  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
   limiter_options.replicate = clustered;
-  if (clustered) {
-    limiter_options.cluster_size = gossip_options.peers.size() + 1;
+  if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
     limiter_options.partition_share = partition_mode == "share";
   }
@@ -262,14 +288,20 @@ int main(int argc, char** argv) {
     }
     gossip->Start();
     const int64_t started_ms = clock->MonotonicMs();
-    recovered_from = gossip->WaitForPeerSyncs(recovery_timeout_ms);
+    const tally::Gossip::Recovery recovery = gossip->WaitForRecovery(recovery_timeout_ms);
+    recovered_from = recovery.peers_synced;
     recovery_ms = clock->MonotonicMs() - started_ms;
-    if (recovered_from < gossip_options.peers.size()) {
-      spdlog::warn("serving after {} ms with full syncs from {} of {} peers: the others did not "
-                   "answer in --recovery-timeout-ms; what they hold arrives when they do",
-                   recovery_ms, recovered_from, gossip_options.peers.size());
+    if (!recovery.joined) {
+      spdlog::warn("serving after {} ms without having joined: no seed answered in "
+                   "--recovery-timeout-ms; this node joins when one does",
+                   recovery_ms);
+    } else if (recovery.peers_synced < recovery.peers_alive) {
+      spdlog::warn("serving after {} ms with full syncs from {} of {} live members: the others "
+                   "did not answer in --recovery-timeout-ms; what they hold arrives when they do",
+                   recovery_ms, recovery.peers_synced, recovery.peers_alive);
     } else {
-      spdlog::info("full syncs from all {} peers in {} ms", recovered_from, recovery_ms);
+      spdlog::info("joined; full syncs from all {} live members in {} ms", recovery.peers_synced,
+                   recovery_ms);
     }
   }
 
@@ -301,7 +333,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   daemon.Run();
-  if (gossip) gossip->Stop();
+  if (gossip) gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
   if (persister) {  // a clean shutdown loses nothing: a checkpoint of every live key
     const int64_t checkpoint_started_ms = clock->MonotonicMs();
     if (tally::Status status = persister->Stop(); !status.ok()) {

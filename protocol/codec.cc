@@ -161,6 +161,16 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
     out.full_syncs = node.getFullSyncs();
     out.entries_merged = node.getEntriesMerged();
   }
+  for (const auto member : in.getMembers()) {
+    MemberStatus& out = stats.members.emplace_back();
+    out.node_id = member.getNodeId();
+    out.address = member.getAddress().cStr();
+    out.state = static_cast<MemberState>(member.getState());
+    out.incarnation = member.getIncarnation();
+    out.heartbeat = member.getHeartbeat();
+    out.last_heard_ms_ago = member.getLastHeardMsAgo();
+    out.lag_ms = member.getLagMs();
+  }
   return stats;
 }
 
@@ -288,6 +298,17 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
     nodes[i].setFullSyncs(node.full_syncs);
     nodes[i].setEntriesMerged(node.entries_merged);
   }
+  auto members = out.initMembers(static_cast<unsigned>(stats.members.size()));
+  for (unsigned i = 0; i < members.size(); ++i) {
+    const MemberStatus& member = stats.members[i];
+    members[i].setNodeId(member.node_id);
+    members[i].setAddress(capnp::Text::Reader(member.address.data(), member.address.size()));
+    members[i].setState(static_cast<uint8_t>(member.state));
+    members[i].setIncarnation(member.incarnation);
+    members[i].setHeartbeat(member.heartbeat);
+    members[i].setLastHeardMsAgo(member.last_heard_ms_ago);
+    members[i].setLagMs(member.lag_ms);
+  }
 }
 
 void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder out) {
@@ -309,6 +330,16 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown_error_code";
+}
+
+std::string_view MemberStateName(MemberState state) {
+  switch (state) {
+    case MemberState::kAlive: return "alive";
+    case MemberState::kSuspect: return "suspect";
+    case MemberState::kDead: return "dead";
+    case MemberState::kLeft: return "left";
+  }
+  return "unknown";
 }
 
 FrameScan ScanFrame(std::span<const std::byte> received, const FrameLimits& limits) {

@@ -82,6 +82,32 @@ struct PeerNodeStatus {
   uint64_t entries_merged = 0;
 };
 
+// What a member says about itself; gossiped from node to node in members
+// messages (node/membership.h), so it reaches nodes it has no link to.
+struct MemberRecord {
+  uint64_t node_id = 0;
+  std::string address;         // where its gossip port is reached (host:port)
+  uint64_t incarnation = 0;    // its wall-clock ms at start: a restart is newer
+  uint64_t heartbeat = 0;      // +1 every membership interval
+  int64_t heartbeat_wall_ms = 0;  // its wall clock when it beat
+  bool left = false;           // it left the cluster gracefully
+};
+
+// Wire values are stable.
+enum class MemberState : uint8_t { kAlive = 0, kSuspect = 1, kDead = 2, kLeft = 3 };
+std::string_view MemberStateName(MemberState state);
+
+// One member as a node sees it (this node included).
+struct MemberStatus {
+  uint64_t node_id = 0;
+  std::string address;
+  MemberState state = MemberState::kAlive;
+  uint64_t incarnation = 0;
+  uint64_t heartbeat = 0;
+  uint64_t last_heard_ms_ago = 0;  // since its heartbeat last advanced here
+  int64_t lag_ms = 0;  // age of that heartbeat when it arrived (wall clocks: skew included)
+};
+
 struct StatsReply {
   uint64_t uptime_ms = 0;
   uint64_t keys = 0;
@@ -114,6 +140,7 @@ struct StatsReply {
   uint64_t gossip_sessions_refused = 0;  // peers closed for garbage, a bad hello or silence
   std::vector<PeerLinkStatus> peer_links;
   std::vector<PeerNodeStatus> peer_nodes;
+  std::vector<MemberStatus> members;  // this node's view of the cluster, by node id
 };
 
 enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };

@@ -97,6 +97,7 @@ bool IsLog(Algorithm algorithm) { return algorithm == Algorithm::kSlidingWindowL
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
                          PeerMessage* message) {
   message->classes.clear();
+  message->members.clear();
   return ReadFrame<wire::PeerMessage>(frame, limits, [&](wire::PeerMessage::Reader in) {
     switch (in.which()) {
       case wire::PeerMessage::HELLO:
@@ -129,6 +130,20 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->kind = PeerMessageKind::kSeal;
         message->seq = in.getSeal().getSeq();
         message->mac = ViewOf(in.getSeal().getMac());
+        return Status::OK();
+      case wire::PeerMessage::MEMBERS:
+        message->kind = PeerMessageKind::kMembers;
+        for (const auto member : in.getMembers().getMembers()) {
+          const capnp::Text::Reader address = member.getAddress();
+          if (member.getNodeId() == 0) return Status::Corruption("malformed frame: member node 0");
+          if (address.size() > kMaxMemberAddressBytes) {
+            return Status::Corruption("malformed frame: a member address over " +
+                                      std::to_string(kMaxMemberAddressBytes) + " bytes");
+          }
+          message->members.push_back({member.getNodeId(), std::string(address.cStr(), address.size()),
+                                      member.getIncarnation(), member.getHeartbeat(),
+                                      member.getHeartbeatWallMs(), member.getLeft()});
+        }
         return Status::OK();
     }
     message->kind = PeerMessageKind::kUnknown;
@@ -197,6 +212,22 @@ void EncodeSyncDone(std::string* out) {
 void EncodeHeartbeat(std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   message.initRoot<wire::PeerMessage>().setHeartbeat();
+  AppendFrame(message, out);
+}
+
+void EncodeMembers(std::span<const MemberRecord> members, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto list = message.initRoot<wire::PeerMessage>().initMembers().initMembers(
+      static_cast<unsigned>(members.size()));
+  for (unsigned i = 0; i < list.size(); ++i) {
+    const MemberRecord& member = members[i];
+    list[i].setNodeId(member.node_id);
+    list[i].setAddress(capnp::Text::Reader(member.address.data(), member.address.size()));
+    list[i].setIncarnation(member.incarnation);
+    list[i].setHeartbeat(member.heartbeat);
+    list[i].setHeartbeatWallMs(member.heartbeat_wall_ms);
+    list[i].setLeft(member.left);
+  }
   AppendFrame(message, out);
 }
 

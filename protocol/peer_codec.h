@@ -32,10 +32,16 @@
 #include "node/key_snapshot.h"
 #include "node/status.h"
 #include "protocol/codec.h"
+#include "protocol/messages.h"
 
 namespace tally::protocol {
 
-enum class PeerMessageKind : uint8_t { kHello, kState, kSyncDone, kHeartbeat, kSeal, kUnknown };
+enum class PeerMessageKind : uint8_t {
+  kHello, kState, kSyncDone, kHeartbeat, kSeal, kMembers, kUnknown
+};
+
+// The longest member address a members message may carry.
+inline constexpr size_t kMaxMemberAddressBytes = 255;
 
 struct PeerClassView {
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;  // may be a number no engine knows
@@ -51,10 +57,12 @@ struct PeerMessage {
   std::string_view mac;                // kSeal; points into the frame
   bool full = false;                   // kState: part of a full sync
   std::vector<PeerClassView> classes;  // kState
+  std::vector<MemberRecord> members;   // kMembers
 };
 
 // Corruption for bytes that are not a PeerMessage (a hello with node id 0
-// or a nonce not of kNonceBytes included). A union member this version does
+// or a nonce not of kNonceBytes, a member with node id 0 or an address
+// longer than kMaxMemberAddressBytes included). A union member this version does
 // not know is kUnknown.
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
                          PeerMessage* message);
@@ -70,6 +78,7 @@ void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out);
 void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
 void EncodeHeartbeat(std::string* out);
+void EncodeMembers(std::span<const MemberRecord> members, std::string* out);
 
 // Packs key snapshots (counting and log algorithms) into PeerState frames.
 // A frame is cut once it reaches max_frame_bytes, so it exceeds that by at

@@ -93,6 +93,7 @@ struct StatsReply {
   gossipSessionsRefused @26 :UInt64;
   peerLinks @27 :List(PeerLinkStatus);
   peerNodes @28 :List(PeerNodeStatus);
+  members @29 :List(MemberStatus);  # this node's view of the cluster
 }
 
 struct PeerLinkStatus {
@@ -113,6 +114,16 @@ struct PeerNodeStatus {
   entriesMerged @4 :UInt64;
 }
 
+struct MemberStatus {
+  nodeId @0 :UInt64;
+  address @1 :Text;
+  state @2 :UInt8;  # tally::protocol::MemberState: 0 alive, 1 suspect, 2 dead, 3 left
+  incarnation @3 :UInt64;
+  heartbeat @4 :UInt64;
+  lastHeardMsAgo @5 :UInt64;
+  lagMs @6 :Int64;
+}
+
 # --- Peer protocol ----------------------------------------------------------
 # Between nodes, on the gossip port (which serves nothing else), one
 # PeerMessage per frame in the same framing. A connection carries the
@@ -128,7 +139,21 @@ struct PeerMessage {
     syncDone @2 :Void;   # everything live was sent since the last full = true state
     heartbeat @3 :Void;  # nothing to send: the link is alive
     seal @4 :PeerSeal;   # follows the message it seals
+    members @5 :PeerMembers;  # the sender's membership table (node/membership.h)
   }
+}
+
+struct PeerMembers {
+  members @0 :List(PeerMember);
+}
+
+struct PeerMember {
+  nodeId @0 :UInt64;
+  address @1 :Text;  # host:port of its gossip port
+  incarnation @2 :UInt64;
+  heartbeat @3 :UInt64;
+  heartbeatWallMs @4 :Int64;
+  left @5 :Bool;
 }
 
 struct PeerSeal {

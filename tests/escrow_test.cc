@@ -201,7 +201,7 @@ TEST_CASE("partition modes: share keeps to limit / nodes, fail-open to the limit
       CAPTURE(AlgorithmName(algorithm));
       const LimitSpec spec{algorithm, 90, 1'000};
       const std::string key(AlgorithmName(algorithm));
-      limiter.SetUnreachablePeers(1);
+      limiter.SetClusterView(3, 1);
       int admitted = 0;
       Decision decision;
       for (int i = 0; i < 100; ++i) {
@@ -213,7 +213,7 @@ TEST_CASE("partition modes: share keeps to limit / nodes, fail-open to the limit
         CHECK(decision.remaining == 0);
         CHECK(decision.retry_after_ms > 0);
       }
-      limiter.SetUnreachablePeers(0);
+      limiter.SetClusterView(3, 0);
       REQUIRE(limiter.Check(key, spec, 0, &decision).ok());
       CHECK(decision.remaining == (share ? 60 : 0));
     }
