@@ -120,7 +120,8 @@ struct Gossip::Impl {
     {
       std::lock_guard<std::mutex> lock(shared.mu);
       for (const protocol::MemberRecord& record : shared.membership->Records()) {
-        if (record.node_id != self_id() && !record.left) members[record.node_id] = record.address;
+        if (record.node_id == self_id() || record.left || record.address.empty()) continue;
+        members[record.node_id] = record.address;
       }
       changes = shared.membership->TakeChanges(now_ms);
       cluster_size = shared.membership->cluster_size();

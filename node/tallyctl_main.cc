@@ -2,7 +2,7 @@
 //
 //   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W] [--cost C]
 //   tallyctl [--host H] [--port P] [--json] stats
-//   tallyctl [--host H] [--port P] [--json] cluster    (the node's gossip links and peers)
+//   tallyctl [--host H] [--port P] [--json] cluster    (members as the node sees them, links, peers)
 //
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
@@ -91,11 +91,23 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
   return kExitAllowed;
 }
 
-// The gossip links this node dials and the peers whose state it receives.
+// This node's view of the members, the gossip links it dials and the peers
+// whose state it receives.
 int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
   using ull = unsigned long long;
+  using tally::protocol::MemberStateName;
   if (json) {
-    std::printf("{\"links\":[");
+    std::printf("{\"members\":[");
+    for (size_t i = 0; i < s.members.size(); ++i) {
+      const tally::protocol::MemberStatus& member = s.members[i];
+      std::printf("%s{\"node_id\":%llu,\"address\":%s,\"state\":\"%s\",\"incarnation\":%llu,"
+                  "\"heartbeat\":%llu,\"last_heard_ms_ago\":%llu,\"lag_ms\":%lld}",
+                  i ? "," : "", ull(member.node_id), tally::JsonString(member.address).c_str(),
+                  std::string(MemberStateName(member.state)).c_str(), ull(member.incarnation),
+                  ull(member.heartbeat), ull(member.last_heard_ms_ago),
+                  static_cast<long long>(member.lag_ms));
+    }
+    std::printf("],\"links\":[");
     for (size_t i = 0; i < s.peer_links.size(); ++i) {
       const tally::protocol::PeerLinkStatus& link = s.peer_links[i];
       std::printf("%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
@@ -114,6 +126,14 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
     }
     std::printf("]}\n");
     return kExitAllowed;
+  }
+  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s\n", "node", "address",
+              "state", "last_heard_ms", "lag_ms", "heartbeat");
+  for (const tally::protocol::MemberStatus& member : s.members) {
+    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu\n", ull(member.node_id),
+                member.address.c_str(), std::string(MemberStateName(member.state)).c_str(),
+                ull(member.last_heard_ms_ago), static_cast<long long>(member.lag_ms),
+                ull(member.heartbeat));
   }
   std::printf("links (this node's state to):\n%-24s %-5s %-20s %12s %10s %6s %8s\n", "address",
               "up", "node", "bytes_sent", "queued", "syncs", "connects");
@@ -162,7 +182,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   check->add_option("--cost", cost, "Units this request consumes; 0 peeks")->capture_default_str();
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
-  CLI::App* cluster = app.add_subcommand("cluster", "Print the node's gossip links and peers");
+  CLI::App* cluster = app.add_subcommand("cluster", "Print the members as the node sees them (state, last heard, lag), its gossip links and peers");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -178,6 +178,40 @@ TEST_CASE("peer codec: control messages") {
   }
 }
 
+// A members message carries every record whole; a member with node id 0 or
+// an address over kMaxMemberAddressBytes makes the frame corrupt.
+TEST_CASE("peer codec: members") {
+  const std::vector<protocol::MemberRecord> members = {
+      {1, "10.0.0.1:7421", 1'800'000'000'000, 42, 1'800'000'000'123, false},
+      {kSender, "[::1]:7421", 7, 0, -5, true}};
+  std::string frame;
+  protocol::EncodeMembers(members, &frame);
+  const PeerMessage message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kMembers);
+  REQUIRE(message.members.size() == 2);
+  CHECK(message.members[0].address == "10.0.0.1:7421");
+  CHECK(message.members[0].incarnation == 1'800'000'000'000);
+  CHECK(message.members[0].heartbeat == 42);
+  CHECK(message.members[0].heartbeat_wall_ms == 1'800'000'000'123);
+  CHECK_FALSE(message.members[0].left);
+  CHECK(message.members[1].node_id == kSender);
+  CHECK(message.members[1].heartbeat_wall_ms == -5);
+  CHECK(message.members[1].left);
+  for (const protocol::MemberRecord& bad :
+       {protocol::MemberRecord{0, "10.0.0.1:7421", 1, 1, 1, false},
+        protocol::MemberRecord{2, std::string(protocol::kMaxMemberAddressBytes + 1, 'a'), 1, 1, 1,
+                               false}}) {
+    frame.clear();
+    protocol::EncodeMembers(std::span(&bad, 1), &frame);
+    std::vector<uint64_t> words((frame.size() + 7) / 8);
+    std::memcpy(words.data(), frame.data(), frame.size());
+    PeerMessage decoded;
+    CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
+                                      {}, &decoded)
+              .code() == Status::Code::kCorruption);
+  }
+}
+
 // A seal verifies only with the same secret, both nonces, the same seq and
 // the very bytes sealed.
 TEST_CASE("peer auth: a seal binds secret, connection, sequence and bytes") {

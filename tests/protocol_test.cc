@@ -202,6 +202,7 @@ TEST_CASE("protocol: encode/decode response round trip") {
   stats.stats.gossip_delta_entries_sent = 9;
   stats.stats.peer_links = {{"127.0.0.1:7421", true, 42, 100, 5, 2, 3}};
   stats.stats.peer_nodes = {{42, true, 17, 2, 1000}, {43, false, 9000, 0, 0}};
+  stats.stats.members = {{42, "127.0.0.1:7421", protocol::MemberState::kDead, 5, 6, 3000, -2}};
   got = RoundTrip(stats);
   CHECK(got.stats.uptime_ms == 1);
   CHECK(got.stats.errors == 6);
@@ -215,6 +216,13 @@ TEST_CASE("protocol: encode/decode response round trip") {
   CHECK(got.stats.peer_nodes[1].node_id == 43);
   CHECK_FALSE(got.stats.peer_nodes[1].connected);
   CHECK(got.stats.peer_nodes[0].entries_merged == 1000);
+  REQUIRE(got.stats.members.size() == 1);
+  CHECK(got.stats.members[0].address == "127.0.0.1:7421");
+  CHECK(got.stats.members[0].state == protocol::MemberState::kDead);
+  CHECK(got.stats.members[0].incarnation == 5);
+  CHECK(got.stats.members[0].heartbeat == 6);
+  CHECK(got.stats.members[0].last_heard_ms_ago == 3000);
+  CHECK(got.stats.members[0].lag_ms == -2);
 
   Response error;
   error.kind = ResponseKind::kError;

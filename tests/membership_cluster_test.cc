@@ -1,0 +1,151 @@
+// Membership of clusters of real tallyd processes on loopback: joining
+// through one seed (by address and by name), a clean stop seen as a leave,
+// a kill detected as dead within the documented time, and both nodes
+// rejoining on restart. Every wait is bounded.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/local_cluster.h"
+#include "cluster/node_process.h"
+#include "tests/poll.h"
+
+namespace tally {
+namespace {
+
+using cluster::LocalCluster;
+using protocol::MemberState;
+using protocol::StatsReply;
+using std::chrono::steady_clock;
+using testing::PollUntil;
+
+// Fast failure detection, so the tests take little time: detection within
+// kDeadAfterMs (+ one round) of the last heartbeat.
+constexpr int64_t kIntervalMs = 50;
+constexpr int64_t kSuspectAfterMs = 300;
+constexpr int64_t kDeadAfterMs = 800;
+
+std::unique_ptr<LocalCluster> StartCluster(std::vector<size_t> seeds,
+                                           std::string seed_host = "127.0.0.1") {
+  LocalCluster::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.nodes = 3;
+  options.seeds = std::move(seeds);
+  options.seed_host = std::move(seed_host);
+  options.node_args = {"--membership-interval-ms", std::to_string(kIntervalMs),
+                       "--suspect-after-ms",       std::to_string(kSuspectAfterMs),
+                       "--dead-after-ms",          std::to_string(kDeadAfterMs)};
+  std::unique_ptr<LocalCluster> cluster;
+  const Status status = LocalCluster::Start(options, &cluster);
+  REQUIRE_MESSAGE(status.ok(), status.ToString());
+  return cluster;
+}
+
+// The node's view: member node id -> its status.
+std::map<uint64_t, protocol::MemberStatus> ViewOf(const LocalCluster& cluster, size_t node) {
+  StatsReply stats;
+  std::map<uint64_t, protocol::MemberStatus> view;
+  if (!cluster.Stats(node, &stats).ok()) return view;
+  for (const protocol::MemberStatus& member : stats.members) view[member.node_id] = member;
+  return view;
+}
+
+// Every running node but `except` sees node id `member` in `state`.
+bool AllSee(const LocalCluster& cluster, uint64_t member, MemberState state, size_t except) {
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    if (node == except) continue;
+    const auto view = ViewOf(cluster, node);
+    const auto it = view.find(member);
+    if (it == view.end() || it->second.state != state) return false;
+  }
+  return true;
+}
+
+// Nodes given only node 0 as a seed learn of each other through it: every
+// view lists all three alive at their advertised addresses, and tallyctl
+// cluster shows it.
+TEST_CASE("membership: nodes join through one seed and every view agrees") {
+  auto cluster = StartCluster({0});  // Start waits until every view has everyone alive
+  for (size_t node = 0; node < 3; ++node) {
+    const auto view = ViewOf(*cluster, node);
+    REQUIRE(view.size() == 3);
+    for (const auto& [id, member] : view) {
+      CHECK(member.state == MemberState::kAlive);
+      CHECK(member.address.rfind("127.0.0.1:", 0) == 0);
+      if (id != node + 1) CHECK(member.heartbeat > 0);
+    }
+    StatsReply stats;
+    REQUIRE(cluster->Stats(node, &stats).ok());
+    size_t links_up = 0;
+    for (const auto& link : stats.peer_links) links_up += link.up ? 1 : 0;
+    CHECK(links_up == 2);  // one to each other member, none to itself
+  }
+  std::string out;
+  REQUIRE(cluster::RunCommand({TALLYCTL_PATH, "--port", std::to_string(cluster->client_port(2)),
+                               "--json", "cluster"},
+                              &out) == 0);
+  size_t alive = 0;
+  for (size_t at = out.find("\"state\":\"alive\""); at != std::string::npos;
+       at = out.find("\"state\":\"alive\"", at + 1)) {
+    ++alive;
+  }
+  CHECK(alive == 3);
+}
+
+// A seed named by a host name is resolved; a node whose seed resolves to
+// itself skips it; a seed found to be a member at another address gives way
+// to that member's link.
+TEST_CASE("membership: a seed given by name") {
+  auto cluster = StartCluster({0}, "localhost");
+  CHECK(PollUntil([&] {
+    for (size_t node = 0; node < 3; ++node) {
+      StatsReply stats;
+      if (!cluster->Stats(node, &stats).ok()) return false;
+      for (const auto& link : stats.peer_links) {
+        if (link.address.rfind("localhost:", 0) == 0) return false;
+      }
+    }
+    return true;
+  }));
+  for (size_t node = 0; node < 3; ++node) CHECK(ViewOf(*cluster, node).size() == 3);
+}
+
+// SIGTERM: the node leaves, and the others show it left at once (not dead
+// after the timeout); restarted, it is alive again everywhere.
+TEST_CASE("membership: a clean stop is a leave, and the node rejoins") {
+  auto cluster = StartCluster({});
+  const uint64_t before = ViewOf(*cluster, 0).at(3).incarnation;
+  REQUIRE(cluster->Stop(2).ok());
+  // Told, not detected: well before the dead-after timeout.
+  CHECK(PollUntil([&] { return AllSee(*cluster, 3, MemberState::kLeft, 2); },
+                  static_cast<int>(kSuspectAfterMs)));
+  REQUIRE(cluster->Restart(2).ok());
+  REQUIRE(cluster->WaitConnected(10'000).ok());
+  CHECK(AllSee(*cluster, 3, MemberState::kAlive, 2));
+  CHECK(ViewOf(*cluster, 0).at(3).incarnation > before);
+}
+
+// SIGKILL: the others see the node suspect, then dead within the detection
+// time; restarted, it rejoins without anyone's help.
+TEST_CASE("membership: a killed node is detected as dead and rejoins on restart") {
+  auto cluster = StartCluster({});
+  const auto killed_at = steady_clock::now();
+  REQUIRE(cluster->Kill(1).ok());
+  REQUIRE(PollUntil([&] { return AllSee(*cluster, 2, MemberState::kDead, 1); }, 5'000));
+  const auto detected_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - killed_at).count();
+  MESSAGE("every view shows the killed node dead " << detected_ms << " ms after the kill");
+  // Its last heartbeat left at most one interval before the kill.
+  CHECK(detected_ms >= kDeadAfterMs - 2 * kIntervalMs);
+  CHECK(detected_ms <= kDeadAfterMs + 1'000);  // + a loaded machine's scheduling
+  REQUIRE(cluster->Restart(1).ok());
+  REQUIRE(cluster->WaitConnected(10'000).ok());
+  CHECK(AllSee(*cluster, 2, MemberState::kAlive, 1));
+}
+
+}  // namespace
+}  // namespace tally
