@@ -17,7 +17,11 @@
 //     bytes / delta key entries, each per link) and gossip bytes per second
 //     in all, beside the load that made them;
 //  4. throughput: the same tally-loadgen run against one local-only node and
-//     against the cluster, and the ratio.
+//     against the cluster, and the ratio;
+//  5. membership, with the default parameters: a node SIGKILLed until every
+//     other node shows it suspect and dead (failure detection), restarted
+//     until every node shows it alive (rejoin), and SIGTERMed until every
+//     other node shows it left; --trials times, mean and max.
 //
 // The nodes inherit this process's CPU affinity (the script pins it to CPU
 // 0); tally-loadgen runs pinned to --loadgen-cpu, so that one node and a
@@ -50,6 +54,7 @@ struct Settings {
   int loadgen_cpu = -1;
   int windows = 3;
   int samples = 200;
+  int trials = 3;
   int duration_ms = 4'000;
   int connections = 48;
   uint64_t keys = 100'000;
@@ -164,6 +169,79 @@ void Partition(const Settings& settings, size_t nodes) {
            ", \"small_side_over_limit\": " + std::to_string(small / windows) + "}");
     }
   }
+}
+
+// Milliseconds since `start`.
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Polls every 10 ms (at most 30 s): until every running node but `except`
+// shows member `node_id` in `state`; returns the ms since `start`.
+double UntilAllSee(LocalCluster& cluster, uint64_t node_id, tally::protocol::MemberState state,
+                   size_t except, Clock::time_point start) {
+  while (MsSince(start) < 30'000) {
+    bool all = true;
+    for (size_t node = 0; node < cluster.size() && all; ++node) {
+      if (node == except || !cluster.running(node)) continue;
+      tally::protocol::StatsReply stats;
+      all = cluster.Stats(node, &stats).ok() &&
+            std::any_of(stats.members.begin(), stats.members.end(), [&](const auto& member) {
+              return member.node_id == node_id && member.state == state;
+            });
+    }
+    if (all) return MsSince(start);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Die("membership", Status::Unavailable("no agreement within 30 s"));
+}
+
+// 5. Failure detection, rejoin and leave.
+void Membership(const Settings& settings, size_t nodes) {
+  using tally::protocol::MemberState;
+  auto cluster = Start(settings, nodes, true);
+  const size_t victim = nodes - 1;
+  const uint64_t victim_id = victim + 1;
+  std::vector<double> suspect_ms, dead_ms, rejoin_ms, left_ms;
+  for (int trial = 0; trial < settings.trials; ++trial) {
+    Clock::time_point start = Clock::now();
+    if (Status status = cluster->Kill(victim); !status.ok()) Die("kill", status);
+    suspect_ms.push_back(UntilAllSee(*cluster, victim_id, MemberState::kSuspect, victim, start));
+    dead_ms.push_back(UntilAllSee(*cluster, victim_id, MemberState::kDead, victim, start));
+    start = Clock::now();
+    if (Status status = cluster->Restart(victim); !status.ok()) Die("restart", status);
+    rejoin_ms.push_back(UntilAllSee(*cluster, victim_id, MemberState::kAlive, nodes, start));
+    start = Clock::now();
+    if (Status status = cluster->Stop(victim); !status.ok()) Die("stop", status);
+    left_ms.push_back(UntilAllSee(*cluster, victim_id, MemberState::kLeft, victim, start));
+    if (Status status = cluster->Restart(victim); !status.ok()) Die("restart", status);
+    if (Status status = cluster->WaitConnected(30'000); !status.ok()) Die("rejoin", status);
+  }
+  const auto mean = [](const std::vector<double>& values) {
+    double sum = 0;
+    for (const double value : values) sum += value;
+    return sum / static_cast<double>(values.size());
+  };
+  const auto largest = [](const std::vector<double>& values) {
+    return *std::max_element(values.begin(), values.end());
+  };
+  std::printf("\n== %zu nodes: membership (membership interval 200 ms, suspect after 1000 ms, dead "
+              "after 3000 ms; %d trials)\n%-44s %10s %10s\n", nodes, settings.trials, "every other "
+              "node shows the node ...", "mean_ms", "max_ms");
+  const std::pair<const char*, const std::vector<double>*> rows[] = {
+      {"suspect, after SIGKILL", &suspect_ms},
+      {"dead, after SIGKILL (failure detection)", &dead_ms},
+      {"alive, after its restart (rejoin)", &rejoin_ms},
+      {"left, after SIGTERM (graceful leave)", &left_ms}};
+  std::string json = "{\"scenario\": \"membership\", \"nodes\": " + std::to_string(nodes);
+  const char* const keys[] = {"suspect_ms", "dead_ms", "rejoin_ms", "left_ms"};
+  for (size_t i = 0; i < 4; ++i) {
+    std::printf("%-44s %10.0f %10.0f\n", rows[i].first, mean(*rows[i].second),
+                largest(*rows[i].second));
+    json += std::string(", \"") + keys[i] + "_mean\": " + std::to_string(mean(*rows[i].second)) +
+            ", \"" + keys[i] + "_max\": " + std::to_string(largest(*rows[i].second));
+  }
+  Json(json + "}");
 }
 
 double Percentile(std::vector<double> values, double p) {
@@ -291,6 +369,7 @@ int main(int argc, char** argv) {
   app.add_option("--loadgen-cpu", settings.loadgen_cpu, "Pin tally-loadgen to this CPU (-1: no)");
   app.add_option("--windows", settings.windows, "Windows per admission run")->capture_default_str();
   app.add_option("--samples", settings.samples, "Convergence samples")->capture_default_str();
+  app.add_option("--trials", settings.trials, "Membership trials")->capture_default_str();
   app.add_option("--duration-ms", settings.duration_ms, "Each load run")->capture_default_str();
   app.add_option("--json", json_path, "Write the results here (a JSON array)");
   CLI11_PARSE(app, argc, argv);
@@ -304,6 +383,8 @@ int main(int argc, char** argv) {
     auto cluster = Start(settings, nodes, true);
     Convergence(settings, *cluster);
     Load(settings, *cluster, single_node);
+    cluster.reset();
+    Membership(settings, nodes);
   }
   if (!json_path.empty()) {
     std::ofstream out(json_path);

@@ -5,9 +5,10 @@
 #
 # Every tallyd runs pinned to CPU 0 (the benchmark process is, and its nodes
 # inherit it) and tally-loadgen to CPU 1: one node and a whole cluster get the
-# same core. About 3 minutes.
+# same core. About 4 minutes.
 #
-# Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000).
+# Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000),
+# TRIALS (3).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${BUILD_DIR:-build}
@@ -20,4 +21,5 @@ loadgen_cpu=1
 "${server_cpu[@]}" "$build_dir/tests/bench/cluster_bench" \
   --tallyd "$build_dir/node/tallyd" --loadgen "$build_dir/cluster/tally-loadgen" \
   --loadgen-cpu "$loadgen_cpu" --windows "${WINDOWS:-3}" --samples "${SAMPLES:-200}" \
+  --trials "${TRIALS:-3}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
