@@ -96,11 +96,20 @@ int Demo(LocalCluster::Options options, tally::cluster::DemandOptions demand, do
   return 0;
 }
 
+// Every node's ports, log, and its view of the members (node id: state).
 void PrintPorts(const LocalCluster& cluster) {
   for (size_t node = 0; node < cluster.size(); ++node) {
-    std::printf("node %zu: %s, client port %u, log %s/node%zu/stderr.log\n", node,
+    std::string view;
+    tally::protocol::StatsReply stats;
+    if (cluster.running(node) && cluster.Stats(node, &stats).ok()) {
+      for (const tally::protocol::MemberStatus& member : stats.members) {
+        view += (view.empty() ? ", sees " : " ") + std::to_string(member.node_id) + ":" +
+                std::string(tally::protocol::MemberStateName(member.state));
+      }
+    }
+    std::printf("node %zu (id %zu): %s, client port %u, log %s/node%zu/stderr.log%s\n", node, node + 1,
                 cluster.running(node) ? "running" : "stopped", cluster.client_port(node),
-                cluster.root().c_str(), node);
+                cluster.root().c_str(), node, view.c_str());
   }
 }
 

@@ -3,7 +3,7 @@
 //
 // Threads: everything here runs on the gossip thread, except GossipShared's
 // counters (relaxed atomics) and the fields guarded by GossipShared::mu,
-// which other threads read for stats and WaitForPeerSyncs.
+// which other threads read for stats and WaitForRecovery.
 #pragma once
 
 #include <asio.hpp>

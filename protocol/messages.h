@@ -64,7 +64,7 @@ struct CheckOutcome {
 
 // An outgoing gossip link, as its node sees it.
 struct PeerLinkStatus {
-  std::string address;  // as configured
+  std::string address;  // as dialled: a seed, or the member's advertised address
   bool up = false;      // connected, and the peer answered hello
   uint64_t node_id = 0;  // the peer's, from its hello (0: never heard)
   uint64_t bytes_sent = 0;

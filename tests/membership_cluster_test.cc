@@ -1,13 +1,15 @@
 // Membership of clusters of real tallyd processes on loopback: joining
 // through one seed (by address and by name), a clean stop seen as a leave,
-// a kill detected as dead within the documented time, and both nodes
-// rejoining on restart. Every wait is bounded.
+// a kill detected as dead within the documented time, both nodes rejoining
+// on restart, and heartbeats that go around a broken link. Every wait is
+// bounded.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/local_cluster.h"
@@ -145,6 +147,32 @@ TEST_CASE("membership: a killed node is detected as dead and rejoins on restart"
   REQUIRE(cluster->Restart(1).ok());
   REQUIRE(cluster->WaitConnected(10'000).ok());
   CHECK(AllSee(*cluster, 2, MemberState::kAlive, 1));
+}
+
+// With the path between nodes 0 and 2 cut, their heartbeats still reach
+// each other through node 1: neither turns suspect, though their link is down.
+TEST_CASE("membership: heartbeats travel around a broken link") {
+  auto cluster = StartCluster({});
+  cluster->Cut({0}, {2});
+  const auto link_to_node_3_down = [&] {
+    StatsReply stats;
+    if (!cluster->Stats(0, &stats).ok()) return false;
+    for (const auto& link : stats.peer_links) {
+      if (link.node_id == 3) return !link.up;
+    }
+    return false;
+  };
+  REQUIRE(PollUntil(link_to_node_3_down));
+  const auto until = steady_clock::now() + std::chrono::milliseconds(2 * kDeadAfterMs);
+  while (steady_clock::now() < until) {
+    const auto view_0 = ViewOf(*cluster, 0), view_2 = ViewOf(*cluster, 2);
+    REQUIRE(view_0.at(3).state == MemberState::kAlive);
+    REQUIRE(view_2.at(1).state == MemberState::kAlive);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(link_to_node_3_down());
+  cluster->Heal();
+  CHECK(cluster->WaitConnected(10'000).ok());
 }
 
 }  // namespace
