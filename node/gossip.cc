@@ -133,26 +133,14 @@ struct Gossip::Impl {
     }
     for (const auto& [node_id, address] : members) wanted[address] = node_id;
     for (auto it = links.begin(); it != links.end();) {
-      PeerLink& link = *it->second;
-      const auto want = wanted.find(link.address());
-      const bool seed_only = want != wanted.end() && want->second == 0;
-      const auto member = members.find(link.peer_id());
-      if (link.is_self()) self_seeds.insert(link.address());
-      if (link.is_self() ||
-          (seed_only && link.up() && member != members.end() && member->second != link.address())) {
-        if (!link.is_self()) {
-          spdlog::info("gossip seed {} is node {}: linking to its address {} instead",
-                       link.address(), link.peer_id(), member->second);
-        }
-        dropped_seeds.insert(link.address());
-      } else if (want != wanted.end()) {
+      if (KeepLink(*it->second, wanted, members)) {
         ++it;
         continue;
       }
-      link.Stop();
+      it->second->Stop();
       {
         std::lock_guard<std::mutex> lock(shared.mu);
-        shared.links.erase(link.address());
+        shared.links.erase(it->first);
       }
       it = links.erase(it);
     }
@@ -174,6 +162,29 @@ struct Gossip::Impl {
     }
     std::lock_guard<std::mutex> lock(shared.mu);
     shared.no_seed_but_self = seeds_are_self;
+  }
+
+  // False for a link to drop: to an address no longer wanted (a member
+  // left), or a seed that turned out to be this node or a member that
+  // advertises another address (which gets a link of its own).
+  bool KeepLink(const PeerLink& link, const std::map<std::string, NodeId>& wanted,
+                const std::map<NodeId, std::string>& members) {
+    if (link.is_self()) {
+      self_seeds.insert(link.address());
+      dropped_seeds.insert(link.address());
+      return false;
+    }
+    const auto want = wanted.find(link.address());
+    if (want == wanted.end()) return false;
+    const auto member = members.find(link.peer_id());
+    if (want->second == 0 && link.up() && member != members.end() &&
+        member->second != link.address()) {
+      spdlog::info("gossip seed {} is node {}: linking to its address {} instead", link.address(),
+                   link.peer_id(), member->second);
+      dropped_seeds.insert(link.address());
+      return false;
+    }
+    return true;
   }
 
   void LogChange(const protocol::MemberStatus& member) {

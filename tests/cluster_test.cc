@@ -206,8 +206,10 @@ TEST_CASE("cluster: partition modes, 2|1 cut and healed") {
       const uint64_t pair = tally.admitted[0] + tally.admitted[1], alone = tally.admitted[2];
       MESSAGE(mode << ": side {0,1} admitted " << pair << ", side {2} " << alone << " of limit 90");
       if (mode == "share") {
-        CHECK(pair <= 60);  // two nodes' shares of 30
-        CHECK(alone <= 30);
+        // Two nodes' shares of 30, and one; + 1 per node for a check sent at a
+        // window's edge, which the node may count in the next window.
+        CHECK(pair <= 62);
+        CHECK(alone <= 31);
         CHECK(pair + alone >= 80);
       } else {
         CHECK(pair >= 81);  // each side holds the whole limit on its own

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "cluster/local_cluster.h"
 #include "cluster/node_process.h"
 #include "tests/poll.h"
+#include "tests/temp_dir.h"
 
 namespace tally {
 namespace {
@@ -173,6 +175,26 @@ TEST_CASE("membership: heartbeats travel around a broken link") {
   CHECK(link_to_node_3_down());
   cluster->Heal();
   CHECK(cluster->WaitConnected(10'000).ok());
+}
+
+// Membership settings that cannot work are refused at start, saying why:
+// no address to advertise, and timeouts out of order.
+TEST_CASE("membership: impossible settings are refused at start") {
+  testing::TempDir dir;
+  const std::string secret_path = dir.Path("secret");
+  std::ofstream(secret_path) << "a secret the members share\n";
+  const auto refused = [&](std::vector<std::string> args, const std::string& why) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", TALLYD_PATH,
+                                     "--memory-only", "--port", "0", "--gossip-port", "0",
+                                     "--cluster-secret-file", secret_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string log;
+    CHECK(cluster::RunCommand(argv, &log, 5'000) == 1);
+    CHECK_MESSAGE(log.find(why) != std::string::npos, log);
+  };
+  refused({"--address", "0.0.0.0"}, "--gossip-advertise");
+  refused({"--address", "127.0.0.1", "--suspect-after-ms", "3000", "--dead-after-ms", "1000"},
+          "--suspect-after-ms < --dead-after-ms");
 }
 
 }  // namespace
