@@ -27,6 +27,10 @@ Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>
     char root_template[] = "/tmp/tally-cluster-XXXXXX";
     if (mkdtemp(root_template) == nullptr) return Status::IOError("mkdtemp failed");
     root = root_template;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (ec) return Status::IOError("cannot create " + root + ": " + ec.message());
   }
   cluster->reset(new LocalCluster(options, root, owns_root));
   LocalCluster& c = **cluster;

@@ -126,7 +126,13 @@ struct Gossip::Impl {
       changes = shared.membership->TakeChanges(now_ms);
       cluster_size = shared.membership->cluster_size();
     }
-    for (const protocol::MemberStatus& change : changes) LogChange(change);
+    for (const protocol::MemberStatus& change : changes) {
+      LogChange(change);
+      const auto link = links.find(change.address);
+      if (change.state == protocol::MemberState::kAlive && link != links.end()) {
+        link->second->RedialNow();  // back (restarted, or heard of again): no need to wait
+      }
+    }
     std::map<std::string, NodeId> wanted;  // address: the member there (0: a seed)
     for (const std::string& seed : shared.options.seeds) {
       if (!dropped_seeds.contains(seed)) wanted.emplace(seed, 0);

@@ -69,8 +69,16 @@ asio::awaitable<void> PeerLink::Run() {
     backoff_timer_.expires_after(std::chrono::milliseconds(backoff_ms));
     asio::error_code ec;
     co_await backoff_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    backoff_ms = std::min(2 * backoff_ms, shared_.options.reconnect_max_ms);
+    backoff_ms = redial_now_ ? shared_.options.reconnect_min_ms
+                             : std::min(2 * backoff_ms, shared_.options.reconnect_max_ms);
+    redial_now_ = false;
   }
+}
+
+void PeerLink::RedialNow() {
+  if (up_ || stopping_) return;
+  redial_now_ = true;
+  backoff_timer_.cancel();  // a connect in progress goes on: the flag only ends a backoff
 }
 
 asio::awaitable<Status> PeerLink::Connect() {

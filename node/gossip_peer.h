@@ -112,6 +112,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void Stop();
   // Queues a frame (if the link is up), sealed.
   void Send(const Frame& frame);
+  // Ends the backoff before a redial: the peer is known to be back.
+  void RedialNow();
   // Queues a round's delta frames (if the link is up).
   void SendDelta(const std::vector<Frame>& frames, uint64_t entries);
   // Every round: deadlines, heartbeat, periodic full sync, status.
@@ -142,6 +144,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   asio::steady_timer backoff_timer_;
   protocol::FrameBuffer in_;
   bool stopping_ = false;
+  bool redial_now_ = false;
   bool is_self_ = false;
   bool up_ = false;
   bool ever_up_ = false;
