@@ -10,8 +10,9 @@
 // address, so joining through any one seed reaches every member. A member
 // whose heartbeat stops advancing is suspect after suspect_after_ms and dead
 // after dead_after_ms (its link keeps redialling: it may come back, or be
-// cut off); one that leaves (Leave) is dropped by every node at once; one
-// that restarts is alive again with its first table. A seed that turns out
+// cut off; once it is heard of again, the redial is immediate); one that
+// leaves (Leave) is dropped by every node at once; one that restarts is
+// alive again with its first table. A seed that turns out
 // to be a member known under another address is dropped for that member's
 // link.
 //
