@@ -17,6 +17,19 @@ int64_t WallMs() {
       .count();
 }
 
+// The window a check counted in at the node. A fixed window's decision says
+// when its window ends (reset_after_ms after the decision, which came after
+// sent_ms and within far less than a window): the first window end at or
+// after sent_ms + reset_after_ms. Otherwise the window of the send time.
+int64_t CountedWindow(const LimitSpec& spec, int64_t sent_ms, const Decision& decision) {
+  const auto window_ms = static_cast<int64_t>(spec.window_ms);
+  if (spec.algorithm != Algorithm::kFixedWindow || decision.reset_after_ms == 0) {
+    return sent_ms / window_ms;
+  }
+  const int64_t end_at_least_ms = sent_ms + static_cast<int64_t>(decision.reset_after_ms);
+  return (end_at_least_ms + window_ms - 1) / window_ms - 1;
+}
+
 }  // namespace
 
 uint64_t WindowTally::total_admitted() const {
@@ -61,7 +74,7 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
           failed = true;
           return;
         }
-        const int64_t window = sent_ms / window_ms - first;
+        const int64_t window = CountedWindow(options.spec, sent_ms, outcome.decision) - first;
         if (window < 0 || window >= options.windows) continue;
         auto& [sent, admitted] = counts[node][static_cast<size_t>(window)];
         ++sent;

@@ -3,11 +3,12 @@
 // demo, the benchmark and the global-limit test.
 //
 // One client thread per node with a share of the demand sends single checks
-// on one key at evenly spaced times; a check counts in the window of the
-// wall-clock time it was sent (windows aligned as tallyd aligns them, so a
-// check sent in the last millisecond of a window may be decided in the
-// next). Only whole windows are reported: the run starts at the next window
-// boundary and ends after `windows` windows.
+// on one key at evenly spaced times. A fixed-window check counts in the
+// window the node counted it in (its decision says when that window ends);
+// any other in the window of the wall-clock time it was sent (windows aligned
+// as tallyd aligns them, so a check sent in the last millisecond of a window
+// may be decided in the next). Only whole windows are reported: the run
+// starts at the next window boundary and ends after `windows` windows.
 //
 // Thread safety: runs its own threads; returns when they are done.
 #pragma once

@@ -177,7 +177,7 @@ TEST_CASE("cluster: with escrow, three nodes at ten times the limit keep to it")
     for (const cluster::WindowTally& tally : tallies) {
       MESSAGE("escrow admitted " << tally.total_admitted() << " of limit 100 (nodes "
               << tally.admitted[0] << ", " << tally.admitted[1] << ", " << tally.admitted[2] << ")");
-      CHECK(tally.total_admitted() <= 103);  // a check sent at a window's edge may count in the next
+      CHECK(tally.total_admitted() <= 103);  // views may be older than an epoch on a loaded machine
       CHECK(tally.total_admitted() >= 95);
       for (uint64_t admitted : tally.admitted) CHECK(admitted > 0);  // nobody starved
     }
@@ -206,10 +206,8 @@ TEST_CASE("cluster: partition modes, 2|1 cut and healed") {
       const uint64_t pair = tally.admitted[0] + tally.admitted[1], alone = tally.admitted[2];
       MESSAGE(mode << ": side {0,1} admitted " << pair << ", side {2} " << alone << " of limit 90");
       if (mode == "share") {
-        // Two nodes' shares of 30, and one; + 1 per node for a check sent at a
-        // window's edge, which the node may count in the next window.
-        CHECK(pair <= 62);
-        CHECK(alone <= 31);
+        CHECK(pair <= 60);  // two nodes' shares of 30
+        CHECK(alone <= 30);
         CHECK(pair + alone >= 80);
       } else {
         CHECK(pair >= 81);  // each side holds the whole limit on its own
