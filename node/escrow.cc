@@ -70,9 +70,10 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
     total = SaturatingAdd(total, other.allowance);
   }
   // Floors of the shares, then the units they leave go one each to the
-  // largest remainders (ties: known nodes by lowest id, then newcomers), so
+  // largest remainders (ties: newcomers, then known nodes by lowest id), so
   // that the allowances sum to exactly what remains. Every node applies the
-  // same rule to nearly the same view.
+  // same rule to nearly the same view; newcomers first, because nodes that
+  // do not know each other yet would each rank themselves first.
   struct Claim {
     uint64_t remainder;
     bool newcomer;
@@ -91,7 +92,7 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
   for (size_t i = 0; i < newcomers; ++i) claim(floor_weight, true, 0, nullptr);
   std::sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
     if (a.remainder != b.remainder) return a.remainder > b.remainder;
-    if (a.newcomer != b.newcomer) return !a.newcomer;
+    if (a.newcomer != b.newcomer) return a.newcomer;
     return a.node < b.node;
   });
   for (Other& other : others_) {

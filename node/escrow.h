@@ -16,9 +16,10 @@
 //    busiest node gets most of the remainder, and a node whose demand just
 //    started still gets at least about 1/(3N) of it each epoch: it is not
 //    starved. A share is floor(R * w / W), and the units the floors leave go
-//    one each to the largest remainders (ties: the lowest id; members
-//    without admissions, whose ids a node does not know, rank last), so the
-//    allowances of an epoch sum to exactly R and no unit is stranded.
+//    one each to the largest remainders, so the allowances of an epoch sum
+//    to exactly R and no unit is stranded. Ties: members without admissions
+//    (whose ids a node does not know) first, as nodes that do not know each
+//    other yet would otherwise each take the unit; then the lowest id.
 //  - Unheard spending: each node computes every node's allowance of the
 //    epoch, as they all use the same rule on nearly the same view. At the
 //    next epoch's start, what a node was allowed and has not been seen to

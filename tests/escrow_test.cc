@@ -46,6 +46,16 @@ TEST_CASE("escrow: the allowance is the node's weighted share of what remains") 
   CHECK(FirstAllowance(1, 3, 5, {{2, 5}}, 2) == 0);
 }
 
+// Nodes that know nothing of each other yet (a new key) do not each take the
+// unit the floors leave: ties go to the members a node does not know first,
+// so the allowances sum to at most what remains (33 each of 100, not 34).
+TEST_CASE("escrow: a unit left over goes to the unknown members first") {
+  CHECK(FirstAllowance(100, 1, 0, {}, 3) == 33);
+  CHECK(FirstAllowance(100, 2, 0, {}, 3) == 33);
+  CHECK(FirstAllowance(101, 1, 0, {}, 3) == 33);  // two units: both to the two unknown
+  CHECK(FirstAllowance(102, 1, 0, {}, 3) == 34);
+}
+
 // At the next epoch, what another node was allowed and has not been seen to
 // spend is taken off what remains: it may still be on its way.
 TEST_CASE("escrow: spending not heard of yet is held back") {
