@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "node/acceptor.h"
+#include "node/clock.h"
 #include "node/gossip_peer.h"
 
 namespace tally {
@@ -92,7 +93,7 @@ struct Gossip::Impl {
 
   // This node's heartbeat (or its leave) and membership table, to every peer.
   void Beat(bool leaving) {
-    const int64_t wall_ms = gossip::WallNowMs();
+    const int64_t wall_ms = SystemClock::Default()->WallMs();
     std::vector<protocol::MemberRecord> records;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -278,7 +279,7 @@ void Gossip::Start() {
   protocol::MemberRecord self;
   self.node_id = impl.self_id();
   self.address = impl.advertise_address;
-  self.incarnation = static_cast<uint64_t>(gossip::WallNowMs());
+  self.incarnation = static_cast<uint64_t>(SystemClock::Default()->WallMs());
   impl.shared.membership.emplace(Membership::Options{self, impl.shared.options.suspect_after_ms,
                                                      impl.shared.options.dead_after_ms},
                                  gossip::SteadyNowMs());

@@ -35,7 +35,6 @@ using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
 
 int64_t SteadyNowMs();
-int64_t WallNowMs();
 std::string PeerName(const tcp::socket& socket);  // address:port of the other end
 
 // The limits on frames a peer may send: the sender cuts frames at

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "node/clock.h"
 #include "node/gossip_peer.h"
 
 namespace tally::gossip {
@@ -18,12 +19,6 @@ std::string PeerName(const tcp::socket& socket) {
   asio::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
-}
-
-int64_t WallNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 int64_t SteadyNowMs() {
@@ -240,7 +235,7 @@ Status PeerSession::Merge(const protocol::PeerMessage& message) {
 void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->Merge(members, SteadyNowMs(), WallNowMs());
+    shared_.membership->Merge(members, SteadyNowMs(), SystemClock::Default()->WallMs());
   }
   shared_.recovery_changed.notify_all();
   Heard(0, 0, false);
