@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "cluster/local_cluster.h"
-#include "node/limit.h"
-#include "node/status.h"
+#include "node/common/limit.h"
+#include "node/common/status.h"
 
 namespace tally::cluster {
 

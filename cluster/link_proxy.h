@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "node/status.h"
+#include "node/common/status.h"
 
 namespace tally::cluster {
 

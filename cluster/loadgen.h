@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "cluster/latency_histogram.h"
-#include "node/limit.h"
-#include "node/status.h"
+#include "node/common/limit.h"
+#include "node/common/status.h"
 
 namespace tally {
 

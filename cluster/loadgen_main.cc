@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cluster/loadgen.h"
-#include "node/json.h"
+#include "node/common/json.h"
 
 namespace tally {
 namespace {

@@ -28,7 +28,7 @@
 
 #include "cluster/link_proxy.h"
 #include "cluster/node_process.h"
-#include "node/status.h"
+#include "node/common/status.h"
 #include "protocol/client.h"
 #include "protocol/messages.h"
 

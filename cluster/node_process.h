@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "node/status.h"
+#include "node/common/status.h"
 #include "protocol/client.h"
 
 namespace tally::cluster {

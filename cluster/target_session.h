@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cluster/loadgen.h"
-#include "node/status.h"
+#include "node/common/status.h"
 
 namespace tally {
 

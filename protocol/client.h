@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "node/status.h"
+#include "node/common/status.h"
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"

@@ -22,7 +22,7 @@
 #include <span>
 #include <string>
 
-#include "node/status.h"
+#include "node/common/status.h"
 #include "protocol/messages.h"
 
 namespace tally::protocol {

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "node/status.h"
+#include "node/common/status.h"
 #include "protocol/codec.h"
 
 namespace tally::protocol::internal {

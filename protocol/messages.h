@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "node/limit.h"
+#include "node/common/limit.h"
 
 namespace tally::protocol {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "node/varint.h"
+#include "node/common/varint.h"
 #include "protocol/peer_auth.h"
 #include "protocol/framing.h"
 #include "protocol/tally.capnp.h"

@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "node/key_snapshot.h"
-#include "node/status.h"
+#include "node/common/key_snapshot.h"
+#include "node/common/status.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 

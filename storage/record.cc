@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "node/varint.h"
+#include "node/common/varint.h"
 
 namespace tally::storage {
 namespace {

@@ -20,8 +20,8 @@
 #include <string>
 #include <string_view>
 
-#include "node/key_snapshot.h"
-#include "node/status.h"
+#include "node/common/key_snapshot.h"
+#include "node/common/status.h"
 
 namespace tally::storage {
 

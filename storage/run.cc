@@ -1,7 +1,7 @@
 #include "storage/run.h"
 
 #include "storage/record.h"
-#include "node/varint.h"
+#include "node/common/varint.h"
 
 namespace tally::storage {
 namespace {

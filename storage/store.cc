@@ -15,7 +15,7 @@
 
 #include "storage/record.h"
 #include "storage/run.h"
-#include "node/varint.h"
+#include "node/common/varint.h"
 
 namespace tally::storage {
 namespace {

@@ -31,10 +31,10 @@
 #include <memory>
 #include <string>
 
-#include "node/clock.h"
-#include "node/g_counter.h"
-#include "node/key_snapshot.h"
-#include "node/status.h"
+#include "node/common/clock.h"
+#include "node/common/g_counter.h"
+#include "node/common/key_snapshot.h"
+#include "node/common/status.h"
 #include "storage/run.h"
 
 namespace rocksdb {

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "node/compact_key.h"
+#include "node/engine/compact_key.h"
 
 namespace tally {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "node/limiter.h"
+#include "node/engine/limiter.h"
 #include "tests/tallyd_process.h"
 #include "tests/must_check.h"
 

@@ -1,7 +1,7 @@
 // Unit tests of the pure decision functions (node/decide.h).
 #include <doctest/doctest.h>
 
-#include "node/decide.h"
+#include "node/engine/decide.h"
 
 namespace tally {
 namespace {

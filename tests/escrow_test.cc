@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "node/clock.h"
-#include "node/escrow.h"
-#include "node/limiter.h"
+#include "node/common/clock.h"
+#include "node/engine/escrow.h"
+#include "node/engine/limiter.h"
 
 namespace tally {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "node/g_counter.h"
+#include "node/common/g_counter.h"
 
 namespace tally {
 namespace {

@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "node/clock.h"
-#include "node/limit.h"
-#include "node/limiter.h"
+#include "node/common/clock.h"
+#include "node/common/limit.h"
+#include "node/engine/limiter.h"
 
 namespace doctest {
 template <>

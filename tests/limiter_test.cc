@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "node/limiter.h"
+#include "node/engine/limiter.h"
 
 namespace tally {
 namespace {

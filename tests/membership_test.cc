@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "node/membership.h"
+#include "node/gossip/membership.h"
 
 namespace tally {
 namespace {

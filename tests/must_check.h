@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-#include "node/limit.h"
+#include "node/common/limit.h"
 #include "protocol/client.h"
 
 namespace tally::testing {

@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include "node/clock.h"
-#include "node/limiter.h"
+#include "node/common/clock.h"
+#include "node/engine/limiter.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
 

@@ -22,14 +22,14 @@
 #include <tuple>
 #include <vector>
 
-#include "node/clock.h"
-#include "node/key_snapshot.h"
-#include "node/limiter.h"
-#include "node/persister.h"
+#include "node/common/clock.h"
+#include "node/common/key_snapshot.h"
+#include "node/engine/limiter.h"
+#include "node/persist/persister.h"
 #include "storage/record.h"
 #include "storage/run.h"
 #include "storage/store.h"
-#include "node/varint.h"
+#include "node/common/varint.h"
 #include "tests/temp_dir.h"
 
 namespace tally {

@@ -19,7 +19,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "node/limiter.h"
+#include "node/engine/limiter.h"
 
 namespace tally {
 namespace {

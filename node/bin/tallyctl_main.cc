@@ -1,0 +1,215 @@
+// tallyctl: talk to a tallyd from a shell.
+//
+//   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W] [--cost C]
+//   tallyctl [--host H] [--port P] [--json] stats
+//   tallyctl [--host H] [--port P] [--json] cluster    (members as the node sees them, links, peers)
+//
+// Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
+// (bad flags, no connection, or an error for the check).
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "node/common/json.h"
+#include "node/common/limit.h"
+#include "protocol/client.h"
+
+namespace {
+
+constexpr int kExitAllowed = 0;
+constexpr int kExitDenied = 1;
+constexpr int kExitError = 2;
+
+int PrintError(bool json, std::string_view code, std::string_view message) {
+  if (json) {
+    std::printf("{\"error\":%s,\"message\":%s}\n", tally::JsonString(code).c_str(),
+                tally::JsonString(message).c_str());
+  } else {
+    std::fprintf(stderr, "tallyctl: %.*s: %.*s\n", static_cast<int>(code.size()), code.data(),
+                 static_cast<int>(message.size()), message.data());
+  }
+  return kExitError;
+}
+
+int PrintDecision(bool json, const tally::Decision& d) {
+  if (json) {
+    std::printf(
+        "{\"allowed\":%s,\"never_allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
+        "\"reset_after_ms\":%llu,\"retry_after_ms\":%llu}\n",
+        d.allowed ? "true" : "false", d.never_allowed ? "true" : "false",
+        static_cast<unsigned long long>(d.limit), static_cast<unsigned long long>(d.remaining),
+        static_cast<unsigned long long>(d.reset_after_ms),
+        static_cast<unsigned long long>(d.retry_after_ms));
+  } else {
+    std::printf("%s limit=%llu remaining=%llu reset_after_ms=%llu retry_after_ms=%llu%s\n",
+                d.allowed ? "allowed" : "denied", static_cast<unsigned long long>(d.limit),
+                static_cast<unsigned long long>(d.remaining),
+                static_cast<unsigned long long>(d.reset_after_ms),
+                static_cast<unsigned long long>(d.retry_after_ms),
+                d.never_allowed ? " (cost exceeds the limit: never allowed)" : "");
+  }
+  return d.allowed ? kExitAllowed : kExitDenied;
+}
+
+int PrintStats(bool json, const tally::protocol::StatsReply& s) {
+  const std::pair<const char*, uint64_t> fields[] = {
+      {"uptime_ms", s.uptime_ms},
+      {"keys", s.keys},
+      {"checks", s.checks},
+      {"allowed", s.allowed},
+      {"denied", s.denied},
+      {"errors", s.errors},
+      {"connections_open", s.connections_open},
+      {"connections_total", s.connections_total},
+      {"restore_ms", s.restore_ms},
+      {"keys_restored", s.keys_restored},
+      {"storage_flushes", s.storage_flushes},
+      {"storage_checkpoints", s.storage_checkpoints},
+      {"storage_keys_written", s.storage_keys_written},
+      {"storage_write_errors", s.storage_write_errors},
+      {"storage_disk_bytes", s.storage_disk_bytes},
+      {"recovery_ms", s.recovery_ms},
+      {"recovery_peers_synced", s.recovery_peers_synced},
+      {"gossip_rounds", s.gossip_rounds},
+      {"gossip_bytes_sent", s.gossip_bytes_sent},
+      {"gossip_bytes_received", s.gossip_bytes_received},
+      {"gossip_delta_bytes_sent", s.gossip_delta_bytes_sent},
+      {"gossip_delta_entries_sent", s.gossip_delta_entries_sent},
+      {"gossip_full_syncs_sent", s.gossip_full_syncs_sent},
+      {"gossip_full_syncs_received", s.gossip_full_syncs_received},
+      {"gossip_entries_merged", s.gossip_entries_merged},
+      {"gossip_entries_rejected", s.gossip_entries_rejected},
+      {"gossip_sessions_refused", s.gossip_sessions_refused}};
+  const char* separator = json ? "{" : "";
+  for (const auto& [name, value] : fields) {
+    std::printf(json ? "%s\"%s\":%llu" : "%s%s %llu\n", separator, name,
+                static_cast<unsigned long long>(value));
+    separator = json ? "," : "";
+  }
+  if (json) std::printf("}\n");
+  return kExitAllowed;
+}
+
+// This node's view of the members, the gossip links it dials and the peers
+// whose state it receives.
+int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
+  using ull = unsigned long long;
+  using tally::protocol::MemberStateName;
+  if (json) {
+    std::printf("{\"members\":[");
+    for (size_t i = 0; i < s.members.size(); ++i) {
+      const tally::protocol::MemberStatus& member = s.members[i];
+      std::printf("%s{\"node_id\":%llu,\"address\":%s,\"state\":\"%s\",\"incarnation\":%llu,"
+                  "\"heartbeat\":%llu,\"last_heard_ms_ago\":%llu,\"lag_ms\":%lld}",
+                  i ? "," : "", ull(member.node_id), tally::JsonString(member.address).c_str(),
+                  std::string(MemberStateName(member.state)).c_str(), ull(member.incarnation),
+                  ull(member.heartbeat), ull(member.last_heard_ms_ago),
+                  static_cast<long long>(member.lag_ms));
+    }
+    std::printf("],\"links\":[");
+    for (size_t i = 0; i < s.peer_links.size(); ++i) {
+      const tally::protocol::PeerLinkStatus& link = s.peer_links[i];
+      std::printf("%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
+                  "\"queued_bytes\":%llu,\"full_syncs_sent\":%llu,\"connects\":%llu}",
+                  i ? "," : "", tally::JsonString(link.address).c_str(), link.up ? "true" : "false",
+                  ull(link.node_id), ull(link.bytes_sent), ull(link.queued_bytes),
+                  ull(link.full_syncs_sent), ull(link.connects));
+    }
+    std::printf("],\"peers\":[");
+    for (size_t i = 0; i < s.peer_nodes.size(); ++i) {
+      const tally::protocol::PeerNodeStatus& node = s.peer_nodes[i];
+      std::printf("%s{\"node_id\":%llu,\"connected\":%s,\"last_heard_ms_ago\":%llu,"
+                  "\"full_syncs\":%llu,\"entries_merged\":%llu}",
+                  i ? "," : "", ull(node.node_id), node.connected ? "true" : "false",
+                  ull(node.last_heard_ms_ago), ull(node.full_syncs), ull(node.entries_merged));
+    }
+    std::printf("]}\n");
+    return kExitAllowed;
+  }
+  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s\n", "node", "address",
+              "state", "last_heard_ms", "lag_ms", "heartbeat");
+  for (const tally::protocol::MemberStatus& member : s.members) {
+    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu\n", ull(member.node_id),
+                member.address.c_str(), std::string(MemberStateName(member.state)).c_str(),
+                ull(member.last_heard_ms_ago), static_cast<long long>(member.lag_ms),
+                ull(member.heartbeat));
+  }
+  std::printf("links (this node's state to):\n%-24s %-5s %-20s %12s %10s %6s %8s\n", "address",
+              "up", "node", "bytes_sent", "queued", "syncs", "connects");
+  for (const tally::protocol::PeerLinkStatus& link : s.peer_links) {
+    std::printf("%-24s %-5s %-20llu %12llu %10llu %6llu %8llu\n", link.address.c_str(),
+                link.up ? "yes" : "no", ull(link.node_id), ull(link.bytes_sent),
+                ull(link.queued_bytes), ull(link.full_syncs_sent), ull(link.connects));
+  }
+  std::printf("peers (their state from):\n%-20s %-9s %14s %6s %14s\n", "node", "connected",
+              "last_heard_ms", "syncs", "merged");
+  for (const tally::protocol::PeerNodeStatus& node : s.peer_nodes) {
+    std::printf("%-20llu %-9s %14llu %6llu %14llu\n", ull(node.node_id),
+                node.connected ? "yes" : "no", ull(node.last_heard_ms_ago), ull(node.full_syncs),
+                ull(node.entries_merged));
+  }
+  return kExitAllowed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tally::Client::Options options;
+  options.port = 7420;
+  bool json = false;
+  std::string key;
+  std::string algorithm_name = "sliding_counter";
+  tally::LimitSpec spec{tally::Algorithm::kSlidingWindowCounter, 100, 60'000};
+  uint64_t cost = 1;
+
+  CLI::App app("tallyctl: query a tallyd");
+  app.require_subcommand(1);
+  app.add_option("--host", options.host, "tallyd address")->capture_default_str();
+  app.add_option("--port", options.port, "tallyd port")->capture_default_str();
+  app.add_option("--timeout-ms", options.timeout_ms, "Give up after this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--json", json, "Print JSON instead of text");
+  CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");
+  check->add_option("key", key, "The key to limit, e.g. user:42")->required();
+  check->add_option("--algorithm", algorithm_name,
+                    "fixed_window, sliding_log, sliding_counter or token_bucket")
+      ->capture_default_str();
+  check->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
+      ->capture_default_str();
+  check->add_option("--window-ms", spec.window_ms, "Window length (bucket: time to refill)")
+      ->capture_default_str();
+  check->add_option("--cost", cost, "Units this request consumes; 0 peeks")->capture_default_str();
+  CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
+  CLI::App* cluster = app.add_subcommand("cluster", "Print the members as the node sees them (state, last heard, lag), its gossip links and peers");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitError;
+  }
+
+  std::unique_ptr<tally::Client> client;
+  if (tally::Status status = tally::Client::Connect(options, &client); !status.ok()) {
+    return PrintError(json, "unavailable", status.message());
+  }
+  if (stats->parsed() || cluster->parsed()) {
+    tally::protocol::StatsReply reply;
+    if (tally::Status status = client->Stats(&reply); !status.ok()) {
+      return PrintError(json, "error", status.ToString());
+    }
+    return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
+  }
+  const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
+  if (!algorithm) return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
+  spec.algorithm = *algorithm;
+  tally::protocol::CheckOutcome outcome;
+  if (tally::Status status = client->Check({key, spec, cost}, &outcome); !status.ok()) {
+    return PrintError(json, "error", status.ToString());
+  }
+  if (outcome.error != tally::protocol::ErrorCode::kOk) {
+    return PrintError(json, tally::protocol::ErrorCodeName(outcome.error), outcome.error_message);
+  }
+  return PrintDecision(json, outcome.decision);
+}

@@ -1,0 +1,346 @@
+// tallyd: the tally daemon. Serves the protocol (node/server.h) over TCP.
+//
+// Options come from flags and, optionally, a TOML file (--config) whose keys
+// are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
+// given on the command line override the file.
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "node/common/clock.h"
+#include "node/gossip/gossip.h"
+#include "protocol/peer_auth.h"
+#include "node/engine/limiter.h"
+#include "node/persist/persister.h"
+#include "node/server/server.h"
+#include "storage/store.h"
+
+namespace {
+
+// On a clean stop, how long the node waits for its leave to reach the peers.
+constexpr int64_t kLeaveTimeoutMs = 1'000;
+
+// Writes the bound port to `path` atomically, so a reader never sees half a number.
+bool WritePortFile(const std::string& path, uint16_t port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << port << "\n";
+    if (!out) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  return !ec;
+}
+
+// The cluster secret from `path`, without trailing whitespace.
+tally::Status ReadSecret(const std::string& path, std::string* secret) {
+  if (path.empty()) {
+    return tally::Status::InvalidArgument(
+        "--seed needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return tally::Status::IOError("cannot read the cluster secret file " + path);
+  secret->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
+    secret->pop_back();
+  }
+  if (secret->size() < tally::protocol::kMinSecretBytes) {
+    return tally::Status::InvalidArgument("the cluster secret in " + path + " has " +
+                                          std::to_string(secret->size()) +
+                                          " bytes; it needs at least " +
+                                          std::to_string(tally::protocol::kMinSecretBytes));
+  }
+  std::error_code ec;
+  const auto permissions = std::filesystem::status(path, ec).permissions();
+  if (!ec && (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+                 std::filesystem::perms::none) {
+    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
+  }
+  return tally::Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tally::Server::Options server;
+  tally::Limiter::Options limiter_options;
+  limiter_options.node_id = 0;  // from the data directory, or random
+  std::string data_dir = "tally-data";
+  bool memory_only = false;
+  bool sync = false;
+  tally::Persister::Options persister_options;
+  std::string port_file;
+  std::string log_level = "info";
+  tally::Gossip::Options gossip_options;
+  std::string gossip_address;  // default: --address
+  std::string gossip_port_file;
+  std::string cluster_secret_file;
+  int64_t recovery_timeout_ms = 3'000;
+  bool escrow = false;
+  std::string partition_mode = "fail-open";
+  int64_t escrow_epoch_ms = 200;
+
+  CLI::App app("tallyd: a distributed rate limiter node");
+  app.set_config("--config", "", "Read options from a TOML file (flags override it)");
+  app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
+  app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file,
+                 "Write the bound port to this file once listening (for --port 0)");
+  app.add_option("--threads", server.threads, "Worker threads serving connections")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--max-connections", server.max_connections,
+                 "Connections beyond this get an error and are closed")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--max-frame-bytes", server.limits.max_frame_bytes,
+                 "Largest request frame accepted; larger ones close the connection")
+      ->check(CLI::Range(size_t{64}, size_t{64} << 20))
+      ->capture_default_str();
+  app.add_option("--max-checks-per-request", server.limits.max_checks_per_request,
+                 "Most checks in one request; more closes the connection")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", server.idle_timeout_ms,
+                 "Close a connection that sends nothing for this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--write-timeout-ms", server.write_timeout_ms,
+                 "Close a connection that does not take a response for this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--drain-timeout-ms", server.drain_timeout_ms,
+                 "At shutdown, wait this long for in-flight requests")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--sweep-interval-ms", server.sweep_interval_ms,
+                 "Free expired keys this often; 0 disables the periodic sweep")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--max-keys", limiter_options.max_keys,
+                 "Most keys held; a check that needs a new key beyond it gets resource_exhausted")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--node-id", limiter_options.node_id,
+                 "This node's id (its G-counter slot); 0: the one recorded in the data "
+                 "directory, or a new random one")
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
+      ->capture_default_str();
+  app.add_flag("--memory-only", memory_only, "Keep no state on disk: a restart forgets all counts");
+  app.add_option("--flush-interval-ms", persister_options.flush_interval_ms,
+                 "Write changed counters this often; a crash loses at most this much")
+      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_flag("--sync", sync,
+               "fsync every flush (survives power loss); default: the WAL reaches the OS, "
+               "which survives a crash of tallyd but not of the machine");
+  app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
+                 "Compact the database this often, dropping expired counters; 0: only as "
+                 "RocksDB compacts on its own")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", gossip_options.seeds,
+                 "A member's gossip address, host:port (a name may resolve to several); repeat "
+                 "for more. The node joins the cluster through any one that answers; listing "
+                 "this node itself is fine. Without seeds or a secret, the node is local-only");
+  app.add_option("--gossip-address", gossip_address,
+                 "Address of the gossip port (default: --address)");
+  app.add_option("--gossip-advertise", gossip_options.advertise_address,
+                 "host:port other members dial to reach this node's gossip port (default: "
+                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)");
+  app.add_option("--gossip-port", gossip_options.listen_port,
+                 "TCP port peers send their state to; 0 picks a free one")
+      ->capture_default_str();
+  app.add_option("--gossip-port-file", gossip_port_file,
+                 "Write the bound gossip port to this file once listening");
+  app.add_option("--cluster-secret-file", cluster_secret_file,
+                 "File holding the secret every member shares (at least 16 bytes; a trailing "
+                 "newline is ignored); required with --seed. With it and no --seed, the node "
+                 "is the first member of a cluster that others join");
+  app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
+                 "Send the keys admitted to since the last round this often")
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000}))
+      ->capture_default_str();
+  app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
+                 "Send every live key to each peer this often (and after each reconnect)")
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->capture_default_str();
+  app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
+                 "Send this node's heartbeat and membership table to every peer this often")
+      ->check(CLI::Range(int64_t{10}, int64_t{10'000}))
+      ->capture_default_str();
+  app.add_option("--suspect-after-ms", gossip_options.suspect_after_ms,
+                 "A member whose heartbeat has not advanced for this long is suspect")
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--dead-after-ms", gossip_options.dead_after_ms,
+                 "... and dead after this long (it still counts for the limits until it leaves)")
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
+                 "At start, wait at most this long to join and for every live member's full "
+                 "sync before serving")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_flag("--escrow", escrow,
+               "Near a limit, spend only this node's demand-weighted share of what remains per "
+               "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
+  app.add_option("--escrow-epoch-ms", escrow_epoch_ms,
+                 "The epoch of --escrow; keep it several --gossip-interval-ms long")
+      ->check(CLI::Range(int64_t{10}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_option("--partition-mode", partition_mode,
+                 "While some peers cannot be reached: fail-open enforces the whole limit from "
+                 "what this node knows; share keeps its own admissions to limit / nodes")
+      ->check(CLI::IsMember({"fail-open", "share"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto logger = spdlog::stderr_color_mt("tallyd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  std::unique_ptr<tally::storage::Store> store;
+  if (!memory_only) {
+    tally::Status status = tally::storage::Store::Open({data_dir, sync}, &store);
+    if (status.ok()) status = store->LoadNodeId(limiter_options.node_id, &limiter_options.node_id);
+    if (!status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    limiter_options.track_changes = true;
+  }
+  while (limiter_options.node_id == 0) limiter_options.node_id = std::random_device()();
+  spdlog::info("node id {}; {}", limiter_options.node_id,
+               memory_only ? "memory only" : "data in " + data_dir);
+
+  if (gossip_options.suspect_after_ms >= gossip_options.dead_after_ms ||
+      gossip_options.membership_interval_ms >= gossip_options.suspect_after_ms) {
+    spdlog::error("not starting: need --membership-interval-ms < --suspect-after-ms < "
+                  "--dead-after-ms");
+    return 1;
+  }
+  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
+  limiter_options.replicate = clustered;
+  if (clustered) {  // the cluster's size comes from the membership
+    limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
+    limiter_options.partition_share = partition_mode == "share";
+  }
+  tally::Limiter limiter(limiter_options);
+  const tally::Clock* clock = tally::SystemClock::Default();
+  tally::storage::Store::LoadStats loaded;
+  int64_t restore_ms = 0;
+  if (store) {  // every live counter is back before the first request is served
+    const int64_t started_ms = clock->MonotonicMs();
+    if (tally::Status status = store->Load(
+            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    restore_ms = clock->MonotonicMs() - started_ms;
+    spdlog::info("restored {} keys in {} ms ({} expired, {} corrupt and {} over max-keys skipped)",
+                 loaded.restored, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
+    if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
+  }
+  std::optional<tally::Persister> persister;
+  if (store) {
+    persister.emplace(persister_options, &limiter, store.get());
+    persister->Start();
+  }
+
+  // A restarted node first takes back from its peers what they hold of its
+  // own slots (increments gossiped but not flushed before a crash): serving
+  // before that would undercount.
+  std::optional<tally::Gossip> gossip;
+  int64_t recovery_ms = 0;
+  size_t recovered_from = 0;
+  if (clustered) {
+    if (tally::Status status = ReadSecret(cluster_secret_file, &gossip_options.cluster_secret);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
+    gossip.emplace(gossip_options, &limiter);
+    if (tally::Status status = gossip->Listen(); !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    if (!gossip_port_file.empty() && !WritePortFile(gossip_port_file, gossip->port())) {
+      spdlog::error("cannot write gossip port file {}", gossip_port_file);
+      return 1;
+    }
+    gossip->Start();
+    const int64_t started_ms = clock->MonotonicMs();
+    const tally::Gossip::Recovery recovery = gossip->WaitForRecovery(recovery_timeout_ms);
+    recovered_from = recovery.peers_synced;
+    recovery_ms = clock->MonotonicMs() - started_ms;
+    if (!recovery.joined) {
+      spdlog::warn("serving after {} ms without having joined: no seed answered in "
+                   "--recovery-timeout-ms; this node joins when one does",
+                   recovery_ms);
+    } else if (recovery.peers_synced < recovery.peers_alive) {
+      spdlog::warn("serving after {} ms with full syncs from {} of {} live members: the others "
+                   "did not answer in --recovery-timeout-ms; what they hold arrives when they do",
+                   recovery_ms, recovery.peers_synced, recovery.peers_alive);
+    } else {
+      spdlog::info("joined; full syncs from all {} live members in {} ms", recovery.peers_synced,
+                   recovery_ms);
+    }
+  }
+
+  server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    if (gossip) {
+      gossip->AddStats(stats);
+      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
+      stats->recovery_peers_synced = recovered_from;
+    }
+    if (persister) {
+      const tally::Persister::Stats persisted = persister->stats();
+      stats->restore_ms = static_cast<uint64_t>(restore_ms);
+      stats->keys_restored = loaded.restored;
+      stats->storage_flushes = persisted.flushes;
+      stats->storage_checkpoints = persisted.checkpoints;
+      stats->storage_keys_written = persisted.keys_written;
+      stats->storage_write_errors = persisted.write_errors;
+      stats->storage_disk_bytes = store->DiskBytes();
+    }
+  };
+
+  tally::Server daemon(server, &limiter, clock);
+  if (tally::Status status = daemon.Listen(); !status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  if (!port_file.empty() && !WritePortFile(port_file, daemon.port())) {
+    spdlog::error("cannot write port file {}", port_file);
+    return 1;
+  }
+  daemon.Run();
+  if (gossip) gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
+  if (persister) {  // a clean shutdown loses nothing: a checkpoint of every live key
+    const int64_t checkpoint_started_ms = clock->MonotonicMs();
+    if (tally::Status status = persister->Stop(); !status.ok()) {
+      spdlog::error("final checkpoint failed: {}", status.ToString());
+      return 1;
+    }
+    spdlog::info("final checkpoint written in {} ms", clock->MonotonicMs() - checkpoint_started_ms);
+  }
+  return 0;
+}

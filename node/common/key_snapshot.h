@@ -1,0 +1,51 @@
+// KeySnapshot: the state of one limit (key, algorithm, window_ms) as a value.
+// For persistence it is the whole state (Limiter::CollectChanges produces
+// them, storage/ writes and reads them, Limiter::Restore takes them back);
+// for replication it is what some nodes contributed (Limiter::Merge).
+//
+// Only the member for the snapshot's algorithm is meaningful. Node-tagged
+// state (counts' slots, log stamps) includes the own node's, under its id.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "node/engine/decide.h"
+#include "node/common/g_counter.h"
+#include "node/common/limit.h"
+
+namespace tally {
+
+// One node's sliding-log entries of a key: (time, cost), oldest first, at
+// most one per millisecond (a node adds later cost of the same ms to it, so
+// the cost of a stamp only grows: merging takes the max).
+struct NodeStamps {
+  NodeId node = 0;
+  std::vector<LogStamp> stamps;
+
+  bool operator==(const NodeStamps&) const = default;
+};
+
+struct KeySnapshot {
+  std::string key;
+  Algorithm algorithm = Algorithm::kSlidingWindowCounter;
+  uint64_t window_ms = 0;
+  WindowCounts counts;          // fixed window, sliding counter: every node's slots
+  std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
+  uint64_t bucket_level = 0;         // token bucket: token-ms, see decide.h
+  int64_t bucket_refilled_at_ms = 0;
+
+  bool operator==(const KeySnapshot&) const = default;
+};
+
+// Receives snapshots one at a time (Limiter::CollectChanges, CollectAll). The
+// snapshot is valid only during the call.
+using SnapshotSink = std::function<void(const KeySnapshot&)>;
+
+// The wall time (ms) from which the snapshot holds nothing that counts: a
+// store may drop it then. Window-aligned for the counting algorithms.
+int64_t ExpiresAtMs(const KeySnapshot& snapshot);
+
+}  // namespace tally

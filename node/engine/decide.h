@@ -1,0 +1,47 @@
+// Pure decision functions, one per algorithm: given the state a limit holds
+// now, what is the decision for a request of `cost`? They change nothing; the
+// engine applies the cost when the decision allows it.
+//
+// Each function follows the semantics in limit.h (peek, never_allowed,
+// remaining, retry_after_ms, reset_after_ms). Inputs are already validated
+// (limit <= kMaxLimit, 1 <= window_ms <= kMaxWindowMs), so every product
+// below fits in 128-bit intermediates and every result in 64 bits.
+//
+// Thread safety: stateless.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "node/common/limit.h"
+
+namespace tally {
+
+// Fixed window: `count` already consumed in the window, `elapsed_ms` into it.
+Decision DecideFixedWindow(const LimitSpec& spec, uint64_t count, uint64_t elapsed_ms,
+                           uint64_t cost);
+
+// Sliding-window counter: `current` consumed in this window, `previous` in
+// the one before, `elapsed_ms` into this one. The weighted estimate is
+// current + previous * (window_ms - elapsed_ms) / window_ms, compared exactly
+// (multiplied out by window_ms, no floating point).
+Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t previous,
+                              uint64_t elapsed_ms, uint64_t cost);
+
+// Token bucket. `level` is in token-milliseconds: tokens * window_ms, which
+// makes the refill (limit units per elapsed ms) exact. Full is limit * window_ms.
+Decision DecideTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t cost);
+// The level after `elapsed_ms` of refill from `level`, capped at full.
+uint64_t RefillTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t elapsed_ms);
+
+// Sliding-window log: the entries still in the trailing window (now_ms -
+// window_ms, now_ms], oldest first, and their total cost.
+struct LogStamp {
+  int64_t at_ms = 0;
+  uint64_t cost = 0;
+  bool operator==(const LogStamp&) const = default;
+};
+Decision DecideSlidingLog(const LimitSpec& spec, std::span<const LogStamp> live_stamps,
+                          uint64_t live_total, int64_t now_ms, uint64_t cost);
+
+}  // namespace tally

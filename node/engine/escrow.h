@@ -1,0 +1,80 @@
+// Share of remaining (escrow): how much of what is left of a limit one node
+// may spend in an epoch (DESIGN.md "Overshoot"; bounded counters, Balegas et
+// al. 2015).
+//
+// Near the limit, nodes that each spend all that remains in their view
+// overshoot by what the others admit meanwhile. With escrow, time is cut
+// into epochs aligned to the wall clock like windows (floor(now / epoch_ms),
+// several gossip intervals long). At the start of an epoch a node takes the
+// remaining R of its view, less what the others may have spent that it has
+// not heard of yet, and spends at most its share of that until the next
+// epoch.
+//
+//  - Shares follow demand: node j weighs its recent admissions (current and
+//    previous window) plus a floor F = max(1, all recent admissions / 2N)
+//    that every member gets, those without admissions included. So the
+//    busiest node gets most of the remainder, and a node whose demand just
+//    started still gets at least about 1/(3N) of it each epoch: it is not
+//    starved. A share is floor(R * w / W), and the units the floors leave go
+//    one each to the largest remainders, so the allowances of an epoch sum
+//    to exactly R and no unit is stranded. Ties: members without admissions
+//    (whose ids a node does not know) first, as nodes that do not know each
+//    other yet would otherwise each take the unit; then the lowest id.
+//  - Unheard spending: each node computes every node's allowance of the
+//    epoch, as they all use the same rule on nearly the same view. At the
+//    next epoch's start, what a node was allowed and has not been seen to
+//    spend may still be on its way, and is taken off R. So, as long as views
+//    are less than an epoch old, the allowances of an epoch sum to at most
+//    what truly remained (rounding aside), whatever the delays.
+//
+// Thread safety: value types; the owning shard's mutex guards them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "node/common/g_counter.h"
+
+namespace tally {
+
+class EscrowEpoch {
+ public:
+  // True when `index` (floor(now_ms / epoch_ms)) or the window is not this
+  // epoch's: the caller then calls Begin.
+  bool Stale(int64_t index, int64_t window) const { return index != index_ || window != window_; }
+
+  // Begins epoch `index` of `window`. view_remaining: what the node's view
+  // leaves of the limit now; own_current: its own count; self_recent: its
+  // admissions in the current and previous window; remote_current and
+  // remote_previous: the others' slots; cluster_size: the members, self
+  // included.
+  void Begin(int64_t index, int64_t window, uint64_t view_remaining, NodeId self,
+             uint32_t own_current, uint64_t self_recent, const GCounter& remote_current,
+             const GCounter& remote_previous, size_t cluster_size);
+
+  // What this node may still spend in the epoch, its count being own_current.
+  uint64_t Left(uint32_t own_current) const {
+    const uint64_t spent = own_current - own_at_start_;
+    return allowance_ > spent ? allowance_ - spent : 0;
+  }
+
+  uint64_t allowance() const { return allowance_; }
+
+ private:
+  struct Other {
+    NodeId node;
+    uint64_t count_at_start;  // its current-window slot when the epoch began
+    uint64_t allowance;       // what the rule allows it in the epoch
+  };
+
+  int64_t index_ = -1;
+  int64_t window_ = -1;
+  uint32_t own_at_start_ = 0;
+  uint64_t allowance_ = 0;
+  std::vector<Other> others_;      // the others with admissions, by node
+  uint64_t newcomers_allowance_ = 0;  // all members without admissions together
+};
+
+}  // namespace tally

@@ -1,0 +1,258 @@
+#include "node/engine/key_state.h"
+
+#include "node/common/key_snapshot.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tally {
+namespace {
+
+// Merges `from` into the own slot (inline) and the remote G-counter of one window.
+void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
+                 std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
+  for (const GCounter::Slot& slot : from.slots()) {
+    if (slot.node == self) {
+      const uint64_t clamped = std::min<uint64_t>(slot.count, std::numeric_limits<uint32_t>::max());
+      own = std::max(own, static_cast<uint32_t>(clamped));
+      continue;
+    }
+    if (!remote) remote = std::make_unique<RemoteCounts>();
+    ((*remote).*window).MergeSlot(slot.node, slot.count);
+  }
+}
+
+// Drops entries at or before cutoff_ms.
+void TrimStamps(StampLog& log, int64_t cutoff_ms) {
+  while (log.first < log.stamps.size() && log.stamps[log.first].at_ms <= cutoff_ms) {
+    log.live_total -= log.stamps[log.first].cost;
+    ++log.first;
+  }
+  // Compact once the dead prefix is at least half the vector: amortised O(1).
+  if (log.first > 0 && log.first * 2 >= log.stamps.size()) {
+    log.stamps.erase(log.stamps.begin(), log.stamps.begin() + log.first);
+    log.first = 0;
+    if (log.stamps.capacity() > 4 * log.stamps.size() + 4) log.stamps.shrink_to_fit();
+  }
+}
+
+// Max-merges `incoming` (strictly increasing times) into the live entries of
+// `log`; entries at or before cutoff_ms are skipped.
+void MergeStamps(StampLog& log, std::span<const LogStamp> incoming, int64_t cutoff_ms) {
+  const std::span<const LogStamp> live = LiveStamps(log);
+  if (!incoming.empty() && (live.empty() || incoming.front().at_ms >= live.back().at_ms)) {
+    // The usual case, a peer's newer entries: append (the first may update the last).
+    for (const LogStamp& stamp : incoming) {
+      const uint64_t cost = std::min<uint64_t>(stamp.cost, kMaxLimit);
+      if (stamp.at_ms <= cutoff_ms || cost == 0) continue;
+      if (log.stamps.size() > log.first && log.stamps.back().at_ms == stamp.at_ms) {
+        if (cost > log.stamps.back().cost) {
+          log.live_total += cost - log.stamps.back().cost;
+          log.stamps.back().cost = cost;
+        }
+      } else {
+        log.stamps.push_back({stamp.at_ms, cost});
+        log.live_total += cost;
+      }
+    }
+    return;
+  }
+  std::vector<LogStamp> merged;
+  merged.reserve(live.size() + incoming.size());
+  size_t i = 0;
+  for (const LogStamp& stamp : incoming) {
+    const uint64_t cost = std::min<uint64_t>(stamp.cost, kMaxLimit);
+    if (stamp.at_ms <= cutoff_ms || cost == 0) continue;
+    while (i < live.size() && live[i].at_ms < stamp.at_ms) merged.push_back(live[i++]);
+    if (i < live.size() && live[i].at_ms == stamp.at_ms) {
+      merged.push_back({stamp.at_ms, std::max(cost, live[i++].cost)});
+    } else {
+      merged.push_back({stamp.at_ms, cost});
+    }
+  }
+  merged.insert(merged.end(), live.begin() + static_cast<ptrdiff_t>(i), live.end());
+  log.stamps = std::move(merged);
+  log.first = 0;
+  log.live_total = 0;
+  for (const LogStamp& stamp : log.stamps) log.live_total += stamp.cost;
+}
+
+}  // namespace
+
+void AdvanceTo(CounterEntry& entry, int64_t window_index) {
+  const int64_t windows_ahead = window_index - entry.window_index;
+  if (windows_ahead <= 0) return;
+  entry.window_index = window_index;
+  if (windows_ahead == 1) {
+    entry.own_previous = entry.own_current;
+    entry.own_current = 0;
+    if (entry.remote) {
+      entry.remote->previous = std::move(entry.remote->current);
+      entry.remote->current = GCounter();
+      if (entry.remote->previous.empty()) entry.remote.reset();
+    }
+    return;
+  }
+  entry.own_previous = 0;
+  entry.own_current = 0;
+  entry.remote.reset();
+}
+
+uint64_t CurrentTotal(const CounterEntry& entry) {
+  return entry.own_current + (entry.remote ? entry.remote->current.Sum() : 0);
+}
+
+uint64_t PreviousTotal(const CounterEntry& entry) {
+  return entry.own_previous + (entry.remote ? entry.remote->previous.Sum() : 0);
+}
+
+void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) {
+  counts->window_index = entry.window_index;
+  counts->current.Clear();  // keeps the memory of a reused snapshot
+  counts->previous.Clear();
+  if (entry.remote) {
+    counts->current = entry.remote->current;
+    counts->previous = entry.remote->previous;
+  }
+  counts->current.MergeSlot(self, entry.own_current);
+  counts->previous.MergeSlot(self, entry.own_previous);
+}
+
+void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
+  AdvanceTo(entry, counts.window_index);
+  if (counts.window_index == entry.window_index) {
+    MergeWindow(counts.current, self, entry.own_current, entry.remote, &RemoteCounts::current);
+    MergeWindow(counts.previous, self, entry.own_previous, entry.remote, &RemoteCounts::previous);
+  } else if (counts.window_index == entry.window_index - 1) {
+    MergeWindow(counts.current, self, entry.own_previous, entry.remote, &RemoteCounts::previous);
+  }
+}
+
+int64_t WindowsKept(Algorithm algorithm) {
+  return algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
+}
+
+bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
+               int64_t now_ms) {
+  const int64_t now_window = now_ms / static_cast<int64_t>(window_ms);
+  return entry.window_index <= now_window - WindowsKept(algorithm);
+}
+
+void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms) {
+  const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
+  TrimStamps(entry.own, cutoff_ms);
+  if (!entry.remote) return;
+  auto& nodes = entry.remote->nodes;
+  for (auto& [node, log] : nodes) TrimStamps(log, cutoff_ms);
+  std::erase_if(nodes, [](const auto& node_log) { return node_log.second.live_total == 0; });
+  if (nodes.empty()) entry.remote.reset();
+}
+
+std::span<const LogStamp> LiveStamps(const StampLog& log) {
+  return std::span<const LogStamp>(log.stamps).subspan(log.first);
+}
+
+std::span<const LogStamp> ClusterStamps(const LogEntry& entry, std::vector<LogStamp>* scratch) {
+  if (!entry.remote) return LiveStamps(entry.own);
+  const std::span<const LogStamp> own = LiveStamps(entry.own);
+  scratch->assign(own.begin(), own.end());
+  for (const auto& [node, log] : entry.remote->nodes) {
+    const std::span<const LogStamp> live = LiveStamps(log);
+    scratch->insert(scratch->end(), live.begin(), live.end());
+  }
+  std::sort(scratch->begin(), scratch->end(),
+            [](const LogStamp& a, const LogStamp& b) { return a.at_ms < b.at_ms; });
+  return *scratch;
+}
+
+uint64_t ClusterTotal(const LogEntry& entry) {
+  uint64_t total = entry.own.live_total;
+  if (entry.remote) {
+    for (const auto& [node, log] : entry.remote->nodes) total += log.live_total;
+  }
+  return total;
+}
+
+void AppendLog(LogEntry& entry, int64_t now_ms, uint64_t cost) {
+  StampLog& own = entry.own;
+  own.live_total += cost;
+  if (own.stamps.size() > own.first && own.stamps.back().at_ms == now_ms) {
+    own.stamps.back().cost += cost;
+  } else {
+    own.stamps.push_back(LogStamp{now_ms, cost});
+  }
+}
+
+void ExportLog(const LogEntry& entry, NodeId self, std::vector<NodeStamps>* log) {
+  log->clear();
+  const auto add = [&](NodeId node, const StampLog& stamps) {
+    const std::span<const LogStamp> live = LiveStamps(stamps);
+    if (!live.empty()) log->push_back(NodeStamps{node, {live.begin(), live.end()}});
+  };
+  add(self, entry.own);
+  if (entry.remote) {
+    for (const auto& [node, stamps] : entry.remote->nodes) add(node, stamps);
+  }
+  std::sort(log->begin(), log->end(),
+            [](const NodeStamps& a, const NodeStamps& b) { return a.node < b.node; });
+}
+
+void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uint64_t window_ms,
+              int64_t now_ms) {
+  const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
+  for (const NodeStamps& from : log) {
+    if (from.node == self) {
+      MergeStamps(entry.own, from.stamps, cutoff_ms);
+      continue;
+    }
+    if (!entry.remote) entry.remote = std::make_unique<RemoteLogs>();
+    auto& nodes = entry.remote->nodes;
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), from.node,
+                               [](const auto& node_log, NodeId id) { return node_log.first < id; });
+    if (it == nodes.end() || it->first != from.node) it = nodes.insert(it, {from.node, StampLog()});
+    MergeStamps(it->second, from.stamps, cutoff_ms);
+  }
+  TrimLog(entry, window_ms, now_ms);  // drops what merged nothing live
+}
+
+bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
+               int64_t now_ms) {
+  const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
+  const auto expired = [&](const StampLog& log) {
+    return log.stamps.size() == log.first || log.stamps.back().at_ms <= cutoff_ms;
+  };
+  if (!expired(entry.own)) return false;
+  if (entry.remote) {
+    for (const auto& [node, log] : entry.remote->nodes) {
+      if (!expired(log)) return false;
+    }
+  }
+  return true;
+}
+
+bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
+               int64_t now_ms) {
+  return now_ms - entry.refilled_at_ms >= static_cast<int64_t>(window_ms);
+}
+
+int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
+  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return (snapshot.counts.window_index + WindowsKept(snapshot.algorithm)) * window_ms;
+    case Algorithm::kSlidingWindowLog: {
+      int64_t expires_at_ms = 0;
+      for (const NodeStamps& node : snapshot.log) {
+        if (!node.stamps.empty()) {
+          expires_at_ms = std::max(expires_at_ms, node.stamps.back().at_ms + window_ms);
+        }
+      }
+      return expires_at_ms;
+    }
+    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
+  }
+  return 0;
+}
+
+}  // namespace tally

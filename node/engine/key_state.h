@@ -1,0 +1,109 @@
+// The state one key holds under each algorithm, and how time moves it.
+// decide.h judges a request against this state; limiter.cc owns the tables.
+//
+// Thread safety: plain structs; the owning shard's mutex guards them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "node/engine/compact_key.h"
+#include "node/engine/decide.h"
+#include "node/engine/escrow.h"
+#include "node/common/g_counter.h"
+#include "node/common/key_snapshot.h"
+#include "node/common/limit.h"
+
+namespace tally {
+
+// Other nodes' slots of a counting key: allocated once a peer reports, or,
+// with escrow (node/escrow.h), once the key is checked: its epoch lives here.
+struct RemoteCounts {
+  GCounter current;
+  GCounter previous;
+  EscrowEpoch epoch;
+};
+
+// Fixed window and sliding-window counter. The own node's slot of the
+// current and previous window is inline (a single node needs nothing else).
+struct CounterEntry {
+  CompactKey key;
+  int64_t window_index = 0;  // the window `*_current` counts
+  uint32_t own_current = 0;  // <= kMaxLimit < 2^32, since only admitted cost counts
+  uint32_t own_previous = 0;
+  std::unique_ptr<RemoteCounts> remote;
+};
+static_assert(sizeof(CounterEntry) == 48, "one entry per key: keep it small");
+
+// Moves the entry forward to `window_index`; a smaller index changes nothing.
+void AdvanceTo(CounterEntry& entry, int64_t window_index);
+// Cluster-wide totals: the own slot plus every remote slot.
+uint64_t CurrentTotal(const CounterEntry& entry);
+uint64_t PreviousTotal(const CounterEntry& entry);
+// All slots, this node's included, as replicated.
+void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts);
+// Slot-wise max with `counts`; windows the entry has left behind are ignored.
+void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts);
+// How many windows a counting algorithm reads: the current one, and for the
+// sliding-window counter the previous one too.
+int64_t WindowsKept(Algorithm algorithm);
+// True when nothing the entry holds counts at `now_ms` any more.
+bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
+               int64_t now_ms);
+
+// One node's sliding-log entries, oldest first; those before `first` have
+// left the window and await compaction.
+struct StampLog {
+  std::vector<LogStamp> stamps;
+  uint32_t first = 0;
+  uint64_t live_total = 0;  // cost of stamps[first..]
+};
+
+// Other nodes' entries of a log key: allocated only once a peer reports some.
+struct RemoteLogs {
+  std::vector<std::pair<NodeId, StampLog>> nodes;  // sorted by node id
+};
+
+// Sliding-window log: this node's admitted (time, cost) entries, and those
+// peers reported.
+struct LogEntry {
+  CompactKey key;
+  StampLog own;
+  int64_t gossip_from_ms = 0;  // own stamps from this time on are not gossiped yet
+  std::unique_ptr<RemoteLogs> remote;
+};
+
+// Drops every node's entries at or before now_ms - window_ms.
+void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms);
+std::span<const LogStamp> LiveStamps(const StampLog& log);
+// Every node's live entries, oldest first (without peers: the own ones;
+// otherwise merged into *scratch), and their total cost.
+std::span<const LogStamp> ClusterStamps(const LogEntry& entry, std::vector<LogStamp>* scratch);
+uint64_t ClusterTotal(const LogEntry& entry);
+void AppendLog(LogEntry& entry, int64_t now_ms, uint64_t cost);
+// Every node's live entries (TrimLog first), the own ones under `self`.
+void ExportLog(const LogEntry& entry, NodeId self, std::vector<NodeStamps>* log);
+// Max-merges node-tagged entries (each node's oldest first, strictly
+// increasing times; costs clamped to kMaxLimit). Entries at or before
+// now_ms - window_ms are ignored. Entries under `self` go into the own log:
+// that is how a restarted node recovers entries it had not persisted.
+void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uint64_t window_ms,
+              int64_t now_ms);
+bool IsExpired(const LogEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
+
+// Token bucket: the level (token-ms, see decide.h) at `refilled_at_ms`.
+struct BucketEntry {
+  CompactKey key;
+  uint64_t level = 0;
+  int64_t refilled_at_ms = 0;
+};
+
+// A bucket untouched for a whole window_ms is full whatever its capacity:
+// forgetting it changes no decision.
+bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms,
+               int64_t now_ms);
+
+}  // namespace tally

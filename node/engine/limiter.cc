@@ -1,0 +1,220 @@
+#include "node/engine/limiter.h"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "node/engine/key_table.h"
+
+namespace tally {
+namespace {
+
+constexpr size_t kShardBits = 6;
+constexpr size_t kShardCount = size_t{1} << kShardBits;
+
+bool IsReplicated(Algorithm algorithm) {
+  return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter ||
+         algorithm == Algorithm::kSlidingWindowLog;
+}
+
+Status ValidateReplicated(std::string_view key, const LimitSpec& spec) {
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
+  if (!IsReplicated(spec.algorithm)) {
+    return Status::InvalidArgument("the token bucket is not replicated: it is local to each node");
+  }
+  return Status::OK();
+}
+
+// A snapshot's log must be ordered as the engine keeps it: by node, and each
+// node's stamps strictly increasing in time.
+Status ValidateLog(std::span<const NodeStamps> log) {
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].node == 0 || (i > 0 && log[i - 1].node >= log[i].node)) {
+      return Status::InvalidArgument("log stamps not grouped by increasing non-zero node id");
+    }
+    const std::vector<LogStamp>& stamps = log[i].stamps;
+    for (size_t j = 1; j < stamps.size(); ++j) {
+      if (stamps[j - 1].at_ms >= stamps[j].at_ms) {
+        return Status::InvalidArgument("log stamps of a node not in increasing time order");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Limiter::Limiter(const Options& options)
+    : options_(options),
+      budget_(options.max_keys),
+      cluster_size_(options.cluster_size),
+      shards_(std::make_unique<Shard[]>(kShardCount)) {
+  for (size_t i = 0; i < kShardCount; ++i) {
+    shards_[i].track_changes = options.track_changes;
+    shards_[i].replicate = options.replicate;
+    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.partition_share};
+    shards_[i].cluster_size = &cluster_size_;
+    shards_[i].unreachable_peers = &unreachable_peers_;
+  }
+}
+
+Limiter::~Limiter() = default;
+
+Shard& Limiter::ShardFor(size_t hash) { return shards_[hash >> (64 - kShardBits)]; }
+
+template <typename F>
+auto Limiter::InShard(size_t hash, F&& f) {
+  Shard& shard = ShardFor(hash);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return f(shard, shard.Now(options_.clock->WallMs()));
+}
+
+Status Limiter::Check(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                      Decision* decision) {
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
+  return CheckValid(key, HashKey(key), spec, cost, options_.clock->WallMs(), decision);
+}
+
+void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results) {
+  const int64_t wall_ms = options_.clock->WallMs();
+  // Stage 1 of request i runs with stage 2 of request i - kDistance and stage 3
+  // of request i - 2 * kDistance, so that each check finds its memory cached.
+  constexpr size_t kDistance = 12;
+  const size_t count = std::min(requests.size(), results.size());
+  std::vector<size_t> hashes(count);
+  auto valid = [&](size_t i) { return results[i].status.ok(); };
+  for (size_t i = 0; i < count + 2 * kDistance; ++i) {
+    if (i < count) {
+      const CheckRequest& request = requests[i];
+      results[i].status = ValidateKey(request.key);
+      if (results[i].status.ok()) results[i].status = ValidateSpec(request.spec);
+      if (valid(i)) {
+        hashes[i] = HashKey(request.key);
+        Shard& shard = ShardFor(hashes[i]);
+        std::lock_guard<std::mutex> lock(shard.mu);
+        shard.PrefetchIndex(request.key, hashes[i], request.spec);
+      }
+    }
+    if (i >= kDistance && i - kDistance < count && valid(i - kDistance)) {
+      const size_t j = i - kDistance;
+      Shard& shard = ShardFor(hashes[j]);
+      std::lock_guard<std::mutex> lock(shard.mu);
+      shard.PrefetchEntry(requests[j].key, hashes[j], requests[j].spec);
+    }
+    if (i >= 2 * kDistance && valid(i - 2 * kDistance)) {
+      const size_t j = i - 2 * kDistance;
+      const CheckRequest& request = requests[j];
+      results[j].status = CheckValid(request.key, hashes[j], request.spec, request.cost, wall_ms,
+                                     &results[j].decision);
+    }
+  }
+}
+
+Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec,
+                           uint64_t cost, int64_t wall_ms, Decision* decision) {
+  const auto check = [&] {
+    Shard& shard = ShardFor(hash);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    return shard.Check(budget_, key, hash, spec, cost, shard.Now(wall_ms), decision);
+  };
+  Status status = check();
+  // At the cap, expired keys may be holding the room: free them and retry.
+  if (status.code() == Status::Code::kResourceExhausted && SweepIfDue() > 0) status = check();
+  return status;
+}
+
+size_t Limiter::SweepIfDue() {
+  const int64_t now_ms = options_.clock->MonotonicMs();
+  int64_t last_ms = last_cap_sweep_ms_.load(std::memory_order_relaxed);
+  if (now_ms - last_ms < kCapSweepIntervalMs ||
+      !last_cap_sweep_ms_.compare_exchange_strong(last_ms, now_ms)) {
+    return 0;
+  }
+  return SweepExpired();
+}
+
+Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot) {
+  if (Status status = ValidateReplicated(key, spec); !status.ok()) return status;
+  const size_t hash = HashKey(key);
+  const bool found = InShard(hash, [&](Shard& shard, int64_t now_ms) {
+    return shard.Read(key, hash, spec, options_.node_id, now_ms, snapshot);
+  });
+  return found ? Status::OK() : Status::NotFound("no live state for this key");
+}
+
+Status Limiter::Merge(const KeySnapshot& snapshot) {
+  if (Status status =
+          ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
+      !status.ok()) {
+    return status;
+  }
+  if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
+  const size_t hash = HashKey(snapshot.key);
+  return InShard(hash, [&](Shard& shard, int64_t now_ms) {
+    return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms);
+  });
+}
+
+void Limiter::CollectGossip(const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.CollectGossip(options_.node_id, &scratch, sink);
+  }
+}
+
+size_t Limiter::shard_count() { return kShardCount; }
+
+void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  Shard& shard = shards_[shard_index];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
+}
+
+size_t Limiter::SweepExpired() {
+  size_t freed = 0;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    freed += shard.SweepAll(shard.Now(options_.clock->WallMs()));
+  }
+  budget_.Release(freed);
+  return freed;
+}
+
+void Limiter::CollectChanges(const SnapshotSink& sink) {
+  KeySnapshot scratch;  // one snapshot, refilled for every key: no allocation per key
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.CollectChanges(options_.node_id, &scratch, sink);
+  }
+}
+
+void Limiter::CollectAll(const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  for (size_t i = 0; i < kShardCount; ++i) {
+    Shard& shard = shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.CollectAll(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
+  }
+}
+
+Status Limiter::Restore(const KeySnapshot& snapshot) {
+  if (Status status = ValidateKey(snapshot.key); !status.ok()) return status;
+  if (Status status = ValidateSpec({snapshot.algorithm, 0, snapshot.window_ms}); !status.ok()) {
+    return status;
+  }
+  if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
+  const size_t hash = HashKey(snapshot.key);
+  return InShard(hash, [&](Shard& shard, int64_t now_ms) {
+    return shard.Restore(budget_, snapshot, hash, options_.node_id, now_ms);
+  });
+}
+
+}  // namespace tally

@@ -1,0 +1,165 @@
+// Limiter: the rate-limit engine of one node. Pure computation: no threads,
+// no I/O, no timers. The daemon, persistence and gossip sit around it.
+//
+// State model (shared/notes/DESIGN.md "State model"):
+//  - A limit is identified by (key, algorithm, window_ms); each has its own
+//    state. The limit value is applied at decision time.
+//  - Fixed window and sliding-window counter keep, per wall-clock-aligned
+//    window w = floor(wall_ms / window_ms), a G-counter with one slot per
+//    node. This node increments only its own slot; ReadCounts/MergeCounts
+//    export and import slots (slot-wise max) for replication.
+//  - Sliding-window log keeps (timestamp, cost) entries of the trailing
+//    window; token bucket keeps a level and the time of its last refill.
+//    Both are local to this node.
+//  - Time: Clock::WallMs(), clamped per shard so that it never moves
+//    backwards (a wall-clock step back freezes time until it catches up).
+//
+// Memory: a key whose state has expired (counters: no counts in the current
+// or previous window; log: no entry in the trailing window; bucket: full) is
+// garbage. Each insertion frees a few such keys of its table incrementally
+// (so a table under churn holds at most about twice its live keys), and
+// SweepExpired() frees all of them. At most Options::max_keys keys are held:
+// a check that would create a key beyond that first frees every expired key
+// (at most once per kCapSweepIntervalMs, so a flood of new keys cannot make
+// every request scan the whole node), then, if still full, fails with
+// ResourceExhausted and changes nothing. Checks on held keys keep working.
+//
+// Thread safety: every method may be called concurrently from any thread.
+// State is split into shards by key hash; each shard's state is owned by its
+// mutex. Checks on distinct keys rarely contend.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "node/common/clock.h"
+#include "node/common/g_counter.h"
+#include "node/common/key_snapshot.h"
+#include "node/common/limit.h"
+#include "node/engine/shard.h"
+#include "node/common/status.h"
+
+namespace tally {
+
+class Limiter {
+ public:
+  struct Options {
+    NodeId node_id = 1;         // this node's G-counter slot
+    size_t max_keys = 10'000'000;
+    const Clock* clock = SystemClock::Default();  // not owned; must outlive the Limiter
+    // Record which keys change, for CollectChanges (persistence). Off: no cost.
+    bool track_changes = false;
+    // Record which keys are admitted to, for CollectGossip (replication).
+    bool replicate = false;
+    // Share of remaining (node/escrow.h) for fixed window and sliding
+    // counter keys that peers report: 0 off, else the epoch (one gossip
+    // interval). cluster_size: the members, this node included, until
+    // SetClusterView says otherwise.
+    int64_t escrow_epoch_ms = 0;
+    size_t cluster_size = 1;
+    // Partition mode, for fixed window and sliding counter: while
+    // SetClusterView says some peers cannot be reached, false (fail
+    // open) enforces the whole limit from what this node knows; true keeps
+    // this node's own admissions to its equal share, limit / cluster_size.
+    bool partition_share = false;
+  };
+
+  explicit Limiter(const Options& options);
+  ~Limiter();
+  Limiter(const Limiter&) = delete;
+  Limiter& operator=(const Limiter&) = delete;
+
+  // Decides whether `cost` units of `key` under `spec` pass now, and consumes
+  // them if they do. Errors (InvalidArgument for a bad key or spec,
+  // ResourceExhausted at max_keys) leave *decision untouched and change nothing.
+  Status Check(std::string_view key, const LimitSpec& spec, uint64_t cost, Decision* decision);
+
+  // Check for each request, in order, as if all arrived at one instant (one
+  // clock reading). results[i] answers requests[i]; the spans must be of equal
+  // size. Faster per check than Check on large key sets: it prefetches the
+  // memory of later requests while deciding earlier ones.
+  struct CheckRequest {
+    std::string_view key;
+    LimitSpec spec;
+    uint64_t cost = 1;
+  };
+  struct CheckResult {
+    Status status;
+    Decision decision;
+  };
+  void CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results);
+
+  // Replication: fixed window, sliding-window counter and sliding-window log
+  // (the token bucket stays local); spec.limit is ignored. Read gives every
+  // node's state of the key's live windows (counts' slots, log stamps), or
+  // NotFound when it holds none. Merge takes the slot-wise / stamp-wise max
+  // with a snapshot (state that has expired is ignored; a newer window moves
+  // a counting key forward; a log must be ordered as KeySnapshot says, else
+  // InvalidArgument). State under this node's own id raises its own: that is
+  // how a restarted node recovers increments it had not persisted. A merge
+  // counts as a change for CollectChanges, not for CollectGossip (no relay).
+  Status Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot);
+  Status Merge(const KeySnapshot& snapshot);
+
+  // With Options::replicate: hands the sink, for each key admitted to since
+  // the previous call, this node's own contribution (counts: its slots of
+  // the key's windows; log: its stamps not sent yet). CollectReplica hands
+  // it every node's state of every live replicated key of one shard
+  // (0 .. shard_count() - 1), for anti-entropy. Sinks run with a shard
+  // locked: they must not call the Limiter.
+  void CollectGossip(const SnapshotSink& sink);
+  static size_t shard_count();
+  void CollectReplica(size_t shard, const SnapshotSink& sink);
+
+  // Frees every key whose state has expired. Returns how many were freed.
+  size_t SweepExpired();
+
+  // Persistence. With Options::track_changes, hands the sink a snapshot of
+  // every key whose state changed since the previous call (each key once).
+  // CollectAll does so for every key whose state has not expired, for a
+  // checkpoint; afterwards no key counts as changed. The sink runs with a
+  // shard locked: it must not call the Limiter.
+  // Restore puts a snapshot back: counting algorithms take the slot-wise max
+  // (so restoring never lowers a count), the log and the bucket are replaced;
+  // an expired snapshot is ignored. Restore does not count as a change.
+  void CollectChanges(const SnapshotSink& sink);
+  void CollectAll(const SnapshotSink& sink);
+  Status Restore(const KeySnapshot& snapshot);
+
+  // The cluster as gossip sees it now (the gossip thread sets it): its
+  // members that have not left, this node included, and how many of the
+  // others no link reaches.
+  void SetClusterView(size_t cluster_size, size_t unreachable_peers) {
+    cluster_size_.store(cluster_size, std::memory_order_relaxed);
+    unreachable_peers_.store(unreachable_peers, std::memory_order_relaxed);
+  }
+
+  size_t key_count() const { return budget_.count(); }
+  NodeId node_id() const { return options_.node_id; }
+
+ private:
+  static constexpr int64_t kCapSweepIntervalMs = 100;
+
+  Shard& ShardFor(size_t hash);
+  // Check after validation; retries once after a sweep at the key cap.
+  Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
+                    int64_t wall_ms, Decision* decision);
+  // Locks the key's shard and runs f(shard, now_ms).
+  template <typename F>
+  auto InShard(size_t hash, F&& f);
+  // SweepExpired(), unless it ran less than kCapSweepIntervalMs ago.
+  size_t SweepIfDue();
+  const Options options_;
+  KeyBudget budget_;
+  std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
+  std::atomic<size_t> cluster_size_;
+  std::atomic<size_t> unreachable_peers_{0};
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace tally

@@ -1,0 +1,489 @@
+#include "node/engine/shard.h"
+
+#include <algorithm>
+#include <string>
+
+#include "node/engine/decide.h"
+#include "node/engine/escrow.h"
+
+namespace tally {
+namespace {
+
+// Slots examined for expiry on every insertion: enough that a table under
+// churn never holds more than about twice its live keys.
+constexpr size_t kSweepPerInsert = 2;
+
+template <typename Entry>
+LimitClass<Entry>* FindClass(std::vector<LimitClass<Entry>>& classes, Algorithm algorithm,
+                             uint64_t window_ms) {
+  for (auto& limit_class : classes) {
+    if (limit_class.algorithm == algorithm && limit_class.window_ms == window_ms) {
+      return &limit_class;
+    }
+  }
+  return nullptr;
+}
+
+template <typename Entry>
+Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                 std::string_view key, size_t hash) {
+  LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
+  return limit_class ? limit_class->table->Find(key, hash) : nullptr;
+}
+
+template <typename Entry>
+size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
+  size_t freed = 0;
+  for (auto& limit_class : classes) {
+    freed += limit_class.table->SweepAll([&](const Entry& entry) {
+      return IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms);
+    });
+  }
+  return freed;
+}
+
+void FillSnapshot(const CounterEntry& entry, NodeId self, KeySnapshot* snapshot) {
+  ExportCounts(entry, self, &snapshot->counts);
+}
+void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
+  ExportLog(entry, self, &snapshot->log);
+}
+void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
+  snapshot->bucket_level = entry.level;
+  snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
+}
+
+// Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
+// storage mark: it is saved.
+template <typename Entry>
+void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self,
+             KeySnapshot* scratch, const SnapshotSink& sink) {
+  entry.key.set_marked(kStorageMark, false);
+  scratch->key.assign(entry.key.view());
+  scratch->algorithm = limit_class.algorithm;
+  scratch->window_ms = limit_class.window_ms;
+  FillSnapshot(entry, self, scratch);
+  sink(*scratch);
+}
+
+// Snapshots each changed entry once: the list may name an entry twice (freed
+// and reused since) or name a freed one; only a marked entry counts.
+template <typename Entry>
+void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
+                           KeySnapshot* scratch, const SnapshotSink& sink) {
+  for (auto& limit_class : classes) {
+    for (Entry* entry : limit_class.changed[kStorageMark]) {
+      if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, scratch, sink);
+    }
+    limit_class.changed[kStorageMark].clear();
+  }
+}
+
+// Snapshots every entry that has not expired; nothing is left marked changed.
+template <typename Entry>
+void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int64_t now_ms,
+                       KeySnapshot* scratch, const SnapshotSink& sink) {
+  for (auto& limit_class : classes) {
+    limit_class.table->ForEach([&](Entry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
+        entry.key.set_marked(kStorageMark, false);
+      } else {
+        Collect(limit_class, entry, self, scratch, sink);
+      }
+    });
+    limit_class.changed[kStorageMark].clear();
+  }
+}
+
+// A decision of the plain algorithm, capped by what this node may still
+// spend (of its escrow share, or of its partition share): beyond it the
+// request waits wait_ms.
+void Cap(uint64_t cap, uint64_t cost, uint64_t wait_ms, Decision* decision) {
+  if (!decision->allowed) {
+    decision->remaining = std::min(decision->remaining, cap);
+    return;
+  }
+  const uint64_t probe = cost == 0 ? 1 : cost;
+  if (probe > cap) {
+    decision->allowed = false;
+    decision->remaining = cap;
+    decision->retry_after_ms = std::max<uint64_t>(wait_ms, 1);
+    return;
+  }
+  decision->remaining = std::min(decision->remaining, cap - cost);
+}
+
+}  // namespace
+
+template <typename Entry>
+Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
+                     const LimitSpec& spec, std::string_view key, int64_t now_ms, Entry** entry) {
+  if (*entry) return Status::OK();
+  if (!budget.Reserve()) {
+    return Status::ResourceExhausted("key limit reached: this node holds max_keys=" +
+                                     std::to_string(budget.max_keys()) + " keys");
+  }
+  LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
+  if (!limit_class) {
+    classes.push_back({spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}});
+    limit_class = &classes.back();
+  }
+  budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
+    return IsExpired(old, spec.algorithm, spec.window_ms, now_ms);
+  }));
+  *entry = limit_class->table->Insert(key);
+  return Status::OK();
+}
+
+template <typename Entry>
+void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                        Entry* entry, bool local) {
+  const auto mark = [&](int which) {
+    if (entry->key.marked(which)) return;
+    entry->key.set_marked(which, true);
+    FindClass(classes, spec.algorithm, spec.window_ms)->changed[which].push_back(entry);
+  };
+  if (track_changes) mark(kStorageMark);
+  if (replicate && local && spec.algorithm != Algorithm::kTokenBucket) mark(kGossipMark);
+}
+
+template <typename F>
+void Shard::WithClasses(Algorithm algorithm, F&& f) {
+  switch (algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: return f(counters);
+    case Algorithm::kSlidingWindowLog: return f(logs);
+    case Algorithm::kTokenBucket: return f(buckets);
+  }
+}
+
+Status Shard::Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                    uint64_t cost, int64_t now_ms, Decision* decision) {
+  switch (spec.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter:
+      return CheckCounter(budget, key, hash, spec, cost, now_ms, decision);
+    case Algorithm::kSlidingWindowLog:
+      return CheckLog(budget, key, hash, spec, cost, now_ms, decision);
+    case Algorithm::kTokenBucket:
+      return CheckBucket(budget, key, hash, spec, cost, now_ms, decision);
+  }
+  return Status::InvalidArgument("unknown algorithm");  // unreachable: validated
+}
+
+Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
+                           const LimitSpec& spec, uint64_t cost, int64_t now_ms,
+                           Decision* decision) {
+  int64_t window_index = now_ms / static_cast<int64_t>(spec.window_ms);
+  uint64_t elapsed_ms = static_cast<uint64_t>(now_ms) % spec.window_ms;
+  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  uint64_t current = 0;
+  uint64_t previous = 0;
+  if (entry) {
+    AdvanceTo(*entry, window_index);
+    if (entry->window_index > window_index) {  // moved ahead by a peer's clock
+      window_index = entry->window_index;
+      elapsed_ms = 0;
+    }
+    current = CurrentTotal(*entry);
+    previous = PreviousTotal(*entry);
+  }
+  const auto decide = [&](uint64_t current_count, uint64_t cost_now) {
+    return spec.algorithm == Algorithm::kFixedWindow
+               ? DecideFixedWindow(spec, current_count, elapsed_ms, cost_now)
+               : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
+  };
+  Decision result = decide(current, cost);
+  // Escrow: spend at most this node's share of what remained at the epoch's start.
+  const size_t members = cluster_size->load(std::memory_order_relaxed);
+  const bool escrowed = escrow.epoch_ms > 0 && members > 1;
+  std::unique_ptr<RemoteCounts> fresh;  // for a key this node does not hold yet
+  if (escrowed) {
+    if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
+    if (!entry) fresh = std::make_unique<RemoteCounts>();
+    RemoteCounts& remote = entry ? *entry->remote : *fresh;
+    const uint32_t own_current = entry ? entry->own_current : 0;
+    const int64_t epoch_index = now_ms / escrow.epoch_ms;
+    if (remote.epoch.Stale(epoch_index, window_index)) {
+      // What the view leaves at the epoch's end: the sliding counter's previous
+      // window weighs less by then, and that room is this epoch's to share.
+      const int64_t window_start_ms = window_index * static_cast<int64_t>(spec.window_ms);
+      const auto epoch_end_elapsed_ms = static_cast<uint64_t>(std::min<int64_t>(
+          (epoch_index + 1) * escrow.epoch_ms - window_start_ms,
+          static_cast<int64_t>(spec.window_ms) - 1));
+      const uint64_t view_remaining =
+          spec.algorithm == Algorithm::kFixedWindow
+              ? DecideFixedWindow(spec, current, elapsed_ms, 0).remaining
+              : DecideSlidingCounter(spec, current, previous, epoch_end_elapsed_ms, 0).remaining;
+      remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self,
+                         own_current, uint64_t{own_current} + (entry ? entry->own_previous : 0),
+                         remote.current, remote.previous, members);
+    }
+    const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
+    Cap(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
+  }
+  // Cut off from some peers, in the share mode: keep to this node's equal
+  // share of the limit, counting only its own admissions.
+  if (escrow.partition_share && members > 1 &&
+      unreachable_peers->load(std::memory_order_relaxed) > 0) {
+    LimitSpec share = spec;
+    share.limit = spec.limit / members;
+    const uint64_t own_current = entry ? entry->own_current : 0;
+    const uint64_t own_previous = entry ? entry->own_previous : 0;
+    const Decision own = spec.algorithm == Algorithm::kFixedWindow
+                             ? DecideFixedWindow(share, own_current, elapsed_ms, cost)
+                             : DecideSlidingCounter(share, own_current, own_previous, elapsed_ms, cost);
+    Cap(own.remaining + (own.allowed ? cost : 0), cost, own.retry_after_ms, &result);
+  }
+  if (result.allowed && cost > 0) {
+    const bool is_new = entry == nullptr;
+    if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    if (is_new) entry->window_index = window_index;
+    if (is_new && escrowed) entry->remote = std::move(fresh);
+    entry->own_current += static_cast<uint32_t>(cost);
+    MarkChanged(counters, spec, entry, /*local=*/true);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                       uint64_t cost, int64_t now_ms, Decision* decision) {
+  LogEntry* entry = FindEntry(logs, spec, key, hash);
+  if (entry) TrimLog(*entry, spec.window_ms, now_ms);
+  const Decision result =
+      entry ? DecideSlidingLog(spec, ClusterStamps(*entry, &stamp_scratch), ClusterTotal(*entry),
+                               now_ms, cost)
+            : DecideSlidingLog(spec, {}, 0, now_ms, cost);
+  if (result.allowed && cost > 0) {
+    if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    AppendLog(*entry, now_ms, cost);
+    MarkChanged(logs, spec, entry, /*local=*/true);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
+                          const LimitSpec& spec, uint64_t cost, int64_t now_ms,
+                          Decision* decision) {
+  BucketEntry* entry = FindEntry(buckets, spec, key, hash);
+  const uint64_t level =
+      entry ? RefillTokenBucket(spec, entry->level,
+                                static_cast<uint64_t>(now_ms - entry->refilled_at_ms))
+            : spec.limit * spec.window_ms;  // a new bucket starts full
+  const Decision result = DecideTokenBucket(spec, level, cost);
+  if (result.allowed && cost > 0) {
+    if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    entry->level = level - cost * spec.window_ms;
+    entry->refilled_at_ms = now_ms;
+    MarkChanged(buckets, spec, entry, /*local=*/true);
+  }
+  *decision = result;
+  return Status::OK();
+}
+
+void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec) {
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      limit_class->table->PrefetchIndex(key, hash);
+    }
+  });
+}
+
+void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (const auto* entry = FindEntry(classes, spec, key, hash)) {
+      __builtin_prefetch(entry);
+      __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
+    }
+  });
+}
+
+bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+                 int64_t now_ms, KeySnapshot* snapshot) {
+  snapshot->key.assign(key);
+  snapshot->algorithm = spec.algorithm;
+  snapshot->window_ms = spec.window_ms;
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    LogEntry* entry = FindEntry(logs, spec, key, hash);
+    if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+    TrimLog(*entry, spec.window_ms, now_ms);
+    ExportLog(*entry, self, &snapshot->log);
+    return true;
+  }
+  CounterEntry* entry = FindEntry(counters, spec, key, hash);
+  if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+  AdvanceTo(*entry, now_ms / static_cast<int64_t>(spec.window_ms));
+  ExportCounts(*entry, self, &snapshot->counts);
+  return true;
+}
+
+Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                    int64_t now_ms) {
+  const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
+  if (spec.algorithm == Algorithm::kSlidingWindowLog) {
+    if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();  // nothing live to add
+    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+    if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    MergeLog(*entry, self, snapshot.log, spec.window_ms, now_ms);
+    MarkChanged(logs, spec, entry, /*local=*/false);
+    return Status::OK();
+  }
+  const WindowCounts& counts = snapshot.counts;
+  const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
+  if (counts.window_index > now_window + 1) {
+    return Status::InvalidArgument("counts for window " + std::to_string(counts.window_index) +
+                                   " are more than one window ahead of this node's window " +
+                                   std::to_string(now_window) + " (clock skew?)");
+  }
+  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
+  if (!entry) {
+    const bool holds_live_counts = counts.window_index > now_window - WindowsKept(spec.algorithm) &&
+                                   !(counts.current.empty() && counts.previous.empty());
+    if (!holds_live_counts) return Status::OK();
+    if (Status status = Ensure(budget, counters, spec, snapshot.key, now_ms, &entry);
+        !status.ok()) {
+      return status;
+    }
+    entry->window_index = std::max(now_window, counts.window_index);
+  }
+  AdvanceTo(*entry, now_window);
+  tally::MergeCounts(*entry, self, counts);
+  MarkChanged(counters, spec, entry, /*local=*/false);
+  return Status::OK();
+}
+
+size_t Shard::SweepAll(int64_t now_ms) {
+  return SweepClasses(counters, now_ms) + SweepClasses(logs, now_ms) +
+         SweepClasses(buckets, now_ms);
+}
+
+void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
+  CollectChangedClasses(counters, self, scratch, sink);
+  CollectChangedClasses(logs, self, scratch, sink);
+  CollectChangedClasses(buckets, self, scratch, sink);
+}
+
+void Shard::CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
+  const auto begin = [&](const auto& limit_class, const auto& entry) {
+    scratch->key.assign(entry.key.view());
+    scratch->algorithm = limit_class.algorithm;
+    scratch->window_ms = limit_class.window_ms;
+  };
+  for (auto& limit_class : counters) {
+    for (CounterEntry* entry : limit_class.changed[kGossipMark]) {
+      if (!entry->key.marked(kGossipMark)) continue;
+      entry->key.set_marked(kGossipMark, false);
+      begin(limit_class, *entry);
+      WindowCounts& counts = scratch->counts;
+      counts.window_index = entry->window_index;
+      counts.current.Clear();
+      counts.previous.Clear();
+      counts.current.MergeSlot(self, entry->own_current);
+      counts.previous.MergeSlot(self, entry->own_previous);
+      sink(*scratch);
+    }
+    limit_class.changed[kGossipMark].clear();
+  }
+  for (auto& limit_class : logs) {
+    for (LogEntry* entry : limit_class.changed[kGossipMark]) {
+      if (!entry->key.marked(kGossipMark)) continue;
+      entry->key.set_marked(kGossipMark, false);
+      const std::span<const LogStamp> live = LiveStamps(entry->own);
+      // From the last stamp sent on: its cost may have grown within its ms.
+      const auto unsent = std::lower_bound(
+          live.begin(), live.end(), entry->gossip_from_ms,
+          [](const LogStamp& stamp, int64_t at_ms) { return stamp.at_ms < at_ms; });
+      if (unsent == live.end()) continue;
+      begin(limit_class, *entry);
+      scratch->log.resize(1);
+      scratch->log[0].node = self;
+      scratch->log[0].stamps.assign(unsent, live.end());
+      entry->gossip_from_ms = live.back().at_ms;
+      sink(*scratch);
+    }
+    limit_class.changed[kGossipMark].clear();
+  }
+}
+
+void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
+                           const SnapshotSink& sink) {
+  const auto send = [&](const auto& limit_class, const auto& entry) {
+    scratch->key.assign(entry.key.view());
+    scratch->algorithm = limit_class.algorithm;
+    scratch->window_ms = limit_class.window_ms;
+    FillSnapshot(entry, self, scratch);
+    sink(*scratch);
+  };
+  for (auto& limit_class : counters) {
+    limit_class.table->ForEach([&](CounterEntry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
+      send(limit_class, entry);
+    });
+  }
+  for (auto& limit_class : logs) {
+    limit_class.table->ForEach([&](LogEntry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      TrimLog(entry, limit_class.window_ms, now_ms);
+      send(limit_class, entry);
+    });
+  }
+}
+
+void Shard::CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch,
+                       const SnapshotSink& sink) {
+  CollectAllClasses(counters, self, now_ms, scratch, sink);
+  CollectAllClasses(logs, self, now_ms, scratch, sink);
+  CollectAllClasses(buckets, self, now_ms, scratch, sink);
+}
+
+Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                      int64_t now_ms) {
+  if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();
+  const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: {
+      CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, counters, spec, snapshot.key, now_ms, &entry);
+          !status.ok()) {
+        return status;
+      }
+      tally::MergeCounts(*entry, self, snapshot.counts);
+      return Status::OK();
+    }
+    case Algorithm::kSlidingWindowLog: {
+      LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
+        return status;
+      }
+      entry->own = StampLog();  // replaced; the peers' entries are max-merged
+      MergeLog(*entry, self, snapshot.log, snapshot.window_ms, now_ms);
+      entry->gossip_from_ms = 0;
+      return Status::OK();
+    }
+    case Algorithm::kTokenBucket: {
+      BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash);
+      if (Status status = Ensure(budget, buckets, spec, snapshot.key, now_ms, &entry);
+          !status.ok()) {
+        return status;
+      }
+      entry->level = snapshot.bucket_level;
+      entry->refilled_at_ms = snapshot.bucket_refilled_at_ms;
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("unknown algorithm");
+}
+
+}  // namespace tally

@@ -1,0 +1,144 @@
+// Shard: one slice of the Limiter's keys (internal to the engine).
+//
+// Thread safety: every member is owned by `mu`; the caller holds it for
+// every call. KeyBudget is shared by all shards and thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "node/common/g_counter.h"
+#include "node/common/key_snapshot.h"
+#include "node/engine/key_state.h"
+#include "node/engine/key_table.h"
+#include "node/common/limit.h"
+#include "node/common/status.h"
+
+namespace tally {
+
+// The node-wide cap on keys (Limiter::Options::max_keys).
+class KeyBudget {
+ public:
+  explicit KeyBudget(size_t max_keys) : max_keys_(max_keys) {}
+  // Room for one more key; false at the cap.
+  bool Reserve() {
+    if (count_.fetch_add(1, std::memory_order_relaxed) < max_keys_) return true;
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  void Release(size_t keys) {
+    if (keys > 0) count_.fetch_sub(keys, std::memory_order_relaxed);
+  }
+  size_t count() const { return count_.load(std::memory_order_relaxed); }
+  size_t max_keys() const { return max_keys_; }
+
+ private:
+  const size_t max_keys_;
+  std::atomic<size_t> count_{0};
+};
+
+// The CompactKey marks of an entry changed since the last CollectChanges
+// (any change) and since the last CollectGossip (a change made here: an
+// admission; a peer's state merged in is not relayed).
+inline constexpr int kStorageMark = 0;
+inline constexpr int kGossipMark = 1;
+
+// The keys of one (algorithm, window_ms) within a shard.
+template <typename Entry>
+struct LimitClass {
+  Algorithm algorithm;
+  uint64_t window_ms;
+  std::unique_ptr<KeyTable<Entry>> table;
+  // Per mark: the entries changed since its last collection, each pushed
+  // when its key's mark is set. May name entries freed (and perhaps reused)
+  // since; only those still marked count, each once.
+  std::vector<Entry*> changed[CompactKey::kMarkCount];
+};
+
+struct alignas(64) Shard {
+  std::mutex mu;
+  bool track_changes = false;  // set once, before any use: kStorageMark
+  bool replicate = false;      // set once, before any use: kGossipMark
+  // Escrow (node/escrow.h) and the partition mode, set once before any
+  // use: escrow is on when epoch_ms > 0.
+  struct Escrow {
+    int64_t epoch_ms = 0;
+    NodeId self = 0;
+    bool partition_share = false;
+  } escrow;
+  // The Limiter's view of the cluster (SetClusterView); set once.
+  const std::atomic<size_t>* cluster_size = nullptr;
+  const std::atomic<size_t>* unreachable_peers = nullptr;
+  std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
+  int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
+  std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
+  std::vector<LimitClass<LogEntry>> logs;
+  std::vector<LimitClass<BucketEntry>> buckets;
+
+  int64_t Now(int64_t wall_ms) {
+    last_now_ms = std::max(last_now_ms, wall_ms);
+    return last_now_ms;
+  }
+
+  // Decide and apply one check (key and spec already validated).
+  Status Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+               uint64_t cost, int64_t now_ms, Decision* decision);
+
+  // Cache hints for CheckBatch: the index slot, then (once that has arrived)
+  // the entry. They change nothing.
+  void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+
+  // Replication (fixed window, sliding counter, sliding log; validated).
+  // Read: every node's state of the key; false when it holds nothing live.
+  // Merge: slot-wise / stamp-wise max with the snapshot's state.
+  bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
+            int64_t now_ms, KeySnapshot* snapshot);
+  Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+               int64_t now_ms);
+
+  // Frees every expired key; returns how many.
+  size_t SweepAll(int64_t now_ms);
+
+  // Hands the sink a snapshot (built in *scratch) of every entry changed
+  // since the last call.
+  void CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // The same for every live entry; afterwards none counts as changed.
+  void CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Gossip deltas: for each entry admitted to since the last call, this
+  // node's own contribution only (counters: its slots; logs: its stamps not
+  // sent yet, from the last one sent on).
+  void CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Anti-entropy: every live counting and log entry, every node's state.
+  void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
+  // replaced). An expired snapshot changes nothing.
+  Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
+                 int64_t now_ms);
+
+ private:
+  // Calls f with the class list that holds `algorithm`'s keys.
+  template <typename F>
+  void WithClasses(Algorithm algorithm, F&& f);
+  template <typename Entry>
+  Status Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                std::string_view key, int64_t now_ms, Entry** entry);
+  // local: an admission here (marked for gossip too), not a peer's merge.
+  template <typename Entry>
+  void MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
+                   bool local);
+
+  Status CheckCounter(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                      uint64_t cost, int64_t now_ms, Decision* decision);
+  Status CheckLog(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                  uint64_t cost, int64_t now_ms, Decision* decision);
+  Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
+                     uint64_t cost, int64_t now_ms, Decision* decision);
+};
+
+}  // namespace tally

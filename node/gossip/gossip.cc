@@ -1,0 +1,371 @@
+#include "node/gossip/gossip.h"
+
+#include <pthread.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <climits>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "node/net/acceptor.h"
+#include "node/common/clock.h"
+#include "node/gossip/gossip_peer.h"
+
+namespace tally {
+
+using gossip::Frame;
+using gossip::GossipShared;
+using gossip::PeerLink;
+using gossip::PeerSession;
+using gossip::tcp;
+
+struct Gossip::Impl {
+  Impl(const Options& gossip_options, Limiter* limiter)
+      : shared(gossip_options, limiter), acceptor(io), round_timer(io) {}
+
+  asio::awaitable<void> Accept() {
+    for (;;) {
+      tcp::socket socket(io);
+      asio::error_code ec;
+      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {
+        shared.log.Warn("gossip accept failed: " + ec.message());
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();
+    }
+  }
+
+  // Every interval_ms: this node's delta to every link that is up, then the
+  // membership, the links' and sessions' housekeeping.
+  asio::awaitable<void> Rounds() {
+    while (!stopping) {
+      round_timer.expires_after(std::chrono::milliseconds(shared.options.interval_ms));
+      asio::error_code ec;
+      co_await round_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (stopping) co_return;
+      Round();
+    }
+  }
+
+  void Round() {
+    protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
+                                       shared.options.max_frame_bytes);
+    std::vector<std::string> encoded;
+    shared.limiter->CollectGossip([&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); });
+    encoder.Finish(&encoded);
+    std::vector<Frame> frames;
+    for (std::string& frame : encoded) frames.push_back(std::make_shared<const std::string>(std::move(frame)));
+    const int64_t now_ms = gossip::SteadyNowMs();
+    if (leave_done == nullptr && now_ms - last_beat_ms >= shared.options.membership_interval_ms) {
+      Beat(/*leaving=*/false);
+    }
+    FollowMembership(now_ms);
+    bool any_up = false, all_idle = true;
+    for (const auto& [address, link] : links) {
+      link->SendDelta(frames, encoder.entries());
+      link->Tick(now_ms);
+      any_up = any_up || link->up();
+      all_idle = all_idle && (!link->up() || link->idle());
+    }
+    const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
+    for (const auto& session : open) session->Tick(now_ms);
+    GossipShared::Add(shared.rounds, 1);
+    shared.recovery_changed.notify_all();  // members may have turned suspect
+    if (leave_done != nullptr && (all_idle || now_ms >= leave_deadline_ms)) {
+      leave_done->set_value();
+      leave_done = nullptr;
+    }
+    if (!any_up && !links.empty() && !alone) {
+      spdlog::warn("no peer reachable: enforcing limits from this node's own knowledge only");
+    } else if (any_up && alone) {
+      spdlog::info("a peer is reachable again");
+    }
+    alone = !any_up && !links.empty();
+  }
+
+  // This node's heartbeat (or its leave) and membership table, to every peer.
+  void Beat(bool leaving) {
+    const int64_t wall_ms = SystemClock::Default()->WallMs();
+    std::vector<protocol::MemberRecord> records;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      if (leaving) {
+        shared.membership->Leave(wall_ms);
+      } else {
+        shared.membership->Beat(wall_ms);
+      }
+      records = shared.membership->Records();
+    }
+    auto frame = std::make_shared<std::string>();
+    protocol::EncodeMembers(records, frame.get());
+    shared.members_frame = std::move(frame);
+    for (const auto& [address, link] : links) link->Send(shared.members_frame);
+    last_beat_ms = gossip::SteadyNowMs();
+  }
+
+  // Links follow the membership: one to every member that has not left, and
+  // one to every seed until it turns out to be this node, or a member that
+  // advertises another address. Then tells the Limiter the cluster's size.
+  void FollowMembership(int64_t now_ms) {
+    std::map<NodeId, std::string> members;  // the others that have not left: their addresses
+    std::vector<protocol::MemberStatus> changes;
+    size_t cluster_size = 1;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      for (const protocol::MemberRecord& record : shared.membership->Records()) {
+        if (record.node_id == self_id() || record.left || record.address.empty()) continue;
+        members[record.node_id] = record.address;
+      }
+      changes = shared.membership->TakeChanges(now_ms);
+      cluster_size = shared.membership->cluster_size();
+    }
+    for (const protocol::MemberStatus& change : changes) {
+      LogChange(change);
+      const auto link = links.find(change.address);
+      if (change.state == protocol::MemberState::kAlive && link != links.end()) {
+        link->second->RedialNow();  // back (restarted, or heard of again): no need to wait
+      }
+    }
+    std::map<std::string, NodeId> wanted;  // address: the member there (0: a seed)
+    for (const std::string& seed : shared.options.seeds) {
+      if (!dropped_seeds.contains(seed)) wanted.emplace(seed, 0);
+    }
+    for (const auto& [node_id, address] : members) wanted[address] = node_id;
+    for (auto it = links.begin(); it != links.end();) {
+      if (KeepLink(*it->second, wanted, members)) {
+        ++it;
+        continue;
+      }
+      it->second->Stop();
+      {
+        std::lock_guard<std::mutex> lock(shared.mu);
+        shared.links.erase(it->first);
+      }
+      it = links.erase(it);
+    }
+    for (const auto& [address, node_id] : wanted) {
+      if (links.contains(address) || dropped_seeds.contains(address)) continue;
+      auto link = std::make_shared<PeerLink>(shared, io, address);
+      link->Start();
+      links.emplace(address, std::move(link));
+    }
+    size_t unreachable = 0;
+    for (const auto& [node_id, address] : members) {
+      const auto link = links.find(address);
+      unreachable += link == links.end() || !link->second->up() ? 1 : 0;
+    }
+    shared.limiter->SetClusterView(cluster_size, unreachable);
+    bool seeds_are_self = true;
+    for (const std::string& seed : shared.options.seeds) {
+      seeds_are_self = seeds_are_self && self_seeds.contains(seed);
+    }
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.no_seed_but_self = seeds_are_self;
+  }
+
+  // False for a link to drop: to an address no longer wanted (a member
+  // left), or a seed that turned out to be this node or a member that
+  // advertises another address (which gets a link of its own).
+  bool KeepLink(const PeerLink& link, const std::map<std::string, NodeId>& wanted,
+                const std::map<NodeId, std::string>& members) {
+    if (link.is_self()) {
+      self_seeds.insert(link.address());
+      dropped_seeds.insert(link.address());
+      return false;
+    }
+    const auto want = wanted.find(link.address());
+    if (want == wanted.end()) return false;
+    const auto member = members.find(link.peer_id());
+    if (want->second == 0 && link.up() && member != members.end() &&
+        member->second != link.address()) {
+      spdlog::info("gossip seed {} is node {}: linking to its address {} instead", link.address(),
+                   link.peer_id(), member->second);
+      dropped_seeds.insert(link.address());
+      return false;
+    }
+    return true;
+  }
+
+  void LogChange(const protocol::MemberStatus& member) {
+    if (member.node_id == self_id()) return;
+    const std::string_view state = protocol::MemberStateName(member.state);
+    if (member.state == protocol::MemberState::kSuspect || member.state == protocol::MemberState::kDead) {
+      spdlog::warn("member node {} ({}) is {}: no heartbeat for {} ms", member.node_id,
+                   member.address, state, member.last_heard_ms_ago);
+    } else {
+      spdlog::info("member node {} ({}) is {}", member.node_id, member.address, state);
+    }
+  }
+
+  NodeId self_id() const { return shared.limiter->node_id(); }
+
+  // On the gossip thread.
+  void Shutdown() {
+    stopping = true;
+    asio::error_code ignored;
+    acceptor.close(ignored);
+    round_timer.cancel();
+    for (const auto& [address, link] : links) link->Stop();
+    const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
+    for (const auto& session : open) session->Close();
+    if (leave_done != nullptr) leave_done->set_value();
+    leave_done = nullptr;
+    io.stop();
+  }
+
+  GossipShared shared;
+  std::string advertise_address;  // set by Listen
+  // Owned by the gossip thread once it runs.
+  asio::io_context io{1};
+  tcp::acceptor acceptor;
+  asio::steady_timer round_timer;
+  std::map<std::string, std::shared_ptr<PeerLink>> links;  // by address
+  std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
+  std::set<std::string> self_seeds;     // the seeds that are this node
+  std::set<std::shared_ptr<PeerSession>> sessions;
+  int64_t last_beat_ms = INT64_MIN / 2;
+  std::promise<void>* leave_done = nullptr;  // Leave waits for this
+  int64_t leave_deadline_ms = 0;
+  bool stopping = false;
+  bool alone = false;  // no link up at the last round (logged once)
+  std::thread thread;
+};
+
+Gossip::Gossip(const Options& options, Limiter* limiter)
+    : impl_(std::make_unique<Impl>(options, limiter)) {}
+
+Gossip::~Gossip() { Stop(); }
+
+Status Gossip::Listen() {
+  Impl& impl = *impl_;
+  const Options& options = impl.shared.options;
+  if (options.cluster_secret.size() < protocol::kMinSecretBytes) {
+    return Status::InvalidArgument("the cluster secret must be at least " +
+                                   std::to_string(protocol::kMinSecretBytes) + " bytes");
+  }
+  impl.advertise_address = options.advertise_address;
+  if (impl.advertise_address.empty()) {
+    if (options.listen_address == "0.0.0.0" || options.listen_address == "::") {
+      return Status::InvalidArgument("gossip listens on " + options.listen_address +
+                                     ": say which address peers should dial (--gossip-advertise)");
+    }
+  }
+  if (impl.advertise_address.size() > protocol::kMaxMemberAddressBytes) {
+    return Status::InvalidArgument("the advertised gossip address is longer than " +
+                                   std::to_string(protocol::kMaxMemberAddressBytes) + " bytes");
+  }
+  Status status = tally::Listen(impl.acceptor, options.listen_address, options.listen_port,
+                                "the gossip port");
+  if (status.ok() && impl.advertise_address.empty()) {
+    const bool v6 = options.listen_address.find(':') != std::string::npos;
+    impl.advertise_address = (v6 ? "[" + options.listen_address + "]" : options.listen_address) +
+                             ":" + std::to_string(port());
+  }
+  return status;
+}
+
+uint16_t Gossip::port() const { return BoundPort(impl_->acceptor); }
+
+void Gossip::Start() {
+  Impl& impl = *impl_;
+  protocol::MemberRecord self;
+  self.node_id = impl.self_id();
+  self.address = impl.advertise_address;
+  self.incarnation = static_cast<uint64_t>(SystemClock::Default()->WallMs());
+  impl.shared.membership.emplace(Membership::Options{self, impl.shared.options.suspect_after_ms,
+                                                     impl.shared.options.dead_after_ms},
+                                 gossip::SteadyNowMs());
+  impl.self_seeds.insert(impl.advertise_address);
+  impl.dropped_seeds.insert(impl.advertise_address);
+  impl.Beat(/*leaving=*/false);
+  impl.FollowMembership(gossip::SteadyNowMs());
+  const auto log_failure = [](const char* what) {
+    return [what](std::exception_ptr e) {
+      if (e) spdlog::error("gossip {} failed: an exception escaped", what);
+    };
+  };
+  asio::co_spawn(impl.io, impl.Accept(), log_failure("accept loop"));
+  asio::co_spawn(impl.io, impl.Rounds(), log_failure("rounds"));
+  impl.thread = std::thread([&impl] {
+    pthread_setname_np(pthread_self(), "tally-gossip");
+    impl.io.run();
+  });
+  spdlog::info("gossip on {}:{} (advertised as {}), {} seeds, every {} ms",
+               impl.shared.options.listen_address, port(), impl.advertise_address,
+               impl.shared.options.seeds.size(), impl.shared.options.interval_ms);
+}
+
+Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms) {
+  GossipShared& shared = impl_->shared;
+  const NodeId self_id = impl_->self_id();
+  Recovery recovery;
+  std::unique_lock<std::mutex> lock(shared.mu);
+  shared.recovery_changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
+    for (const protocol::MemberStatus& member : shared.membership->View(gossip::SteadyNowMs())) {
+      if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
+      ++recovery.peers_alive;
+      recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
+    }
+    return recovery.joined && recovery.peers_synced == recovery.peers_alive;
+  });
+  return recovery;
+}
+
+void Gossip::Leave(int64_t timeout_ms) {
+  Impl& impl = *impl_;
+  if (!impl.thread.joinable()) return;
+  std::promise<void> sent;
+  std::future<void> done = sent.get_future();
+  asio::post(impl.io, [&impl, &sent, timeout_ms] {
+    impl.Beat(/*leaving=*/true);
+    impl.leave_deadline_ms = gossip::SteadyNowMs() + timeout_ms;
+    impl.leave_done = &sent;
+  });
+  done.wait();  // a round sets it by the deadline, or Shutdown does
+  Stop();
+}
+
+void Gossip::Stop() {
+  Impl& impl = *impl_;
+  if (!impl.thread.joinable()) return;
+  asio::post(impl.io, [&impl] { impl.Shutdown(); });
+  impl.thread.join();
+}
+
+void Gossip::AddStats(protocol::StatsReply* stats) const {
+  const GossipShared& shared = impl_->shared;
+  const auto get = [](const std::atomic<uint64_t>& counter) {
+    return counter.load(std::memory_order_relaxed);
+  };
+  stats->gossip_rounds = get(shared.rounds);
+  stats->gossip_bytes_sent = get(shared.bytes_sent);
+  stats->gossip_bytes_received = get(shared.bytes_received);
+  stats->gossip_delta_bytes_sent = get(shared.delta_bytes_sent);
+  stats->gossip_delta_entries_sent = get(shared.delta_entries_sent);
+  stats->gossip_full_syncs_sent = get(shared.full_syncs_sent);
+  stats->gossip_full_syncs_received = get(shared.full_syncs_received);
+  stats->gossip_entries_merged = get(shared.entries_merged);
+  stats->gossip_entries_rejected = get(shared.entries_rejected);
+  stats->gossip_sessions_refused = get(shared.sessions_refused);
+  const int64_t now_ms = gossip::SteadyNowMs();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  stats->peer_links.clear();
+  for (const auto& [address, link] : shared.links) stats->peer_links.push_back(link);
+  if (shared.membership) stats->members = shared.membership->View(now_ms);
+  stats->peer_nodes.clear();
+  for (const auto& [node_id, node] : shared.nodes) {
+    protocol::PeerNodeStatus& status = stats->peer_nodes.emplace_back(node.status);
+    status.last_heard_ms_ago = static_cast<uint64_t>(now_ms - node.last_heard_ms);
+  }
+}
+
+}  // namespace tally

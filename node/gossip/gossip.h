@@ -1,0 +1,128 @@
+// Gossip: replicates this node's counting and log state to its peers and
+// merges theirs, so that every node enforces one cluster-wide limit; and
+// keeps the cluster's membership (README "Cluster").
+//
+// Membership (node/membership.h): the node starts from seeds (host:port,
+// the name may resolve to several addresses; seeds that are this node are
+// skipped) and dials them; each link sends this node's membership table
+// right after the handshake and every membership_interval_ms, with this
+// node's heartbeat + 1. Whoever learns of a member dials its advertised
+// address, so joining through any one seed reaches every member. A member
+// whose heartbeat stops advancing is suspect after suspect_after_ms and dead
+// after dead_after_ms (its link keeps redialling: it may come back, or be
+// cut off; once it is heard of again, the redial is immediate); one that
+// leaves (Leave) is dropped by every node at once; one that restarts is
+// alive again with its first table. A seed that turns out
+// to be a member known under another address is dropped for that member's
+// link.
+//
+// Links: for every member (and seed) this node keeps one outgoing TCP
+// connection that carries its own state to that peer: a hello (answered by
+// the peer's hello), then a full sync (every live replicated key with every
+// node's slots and stamps, shard by shard, then syncDone), then every
+// interval_ms a delta (the keys admitted to here since the last round, this
+// node's own slots and new stamps only), a heartbeat when there was nothing
+// to send for heartbeat_ms, and a new full sync every full_sync_interval_ms.
+// A link that breaks is redialled with a backoff (reconnect_min_ms doubling
+// to reconnect_max_ms) and starts with a full sync again: that is the
+// anti-entropy that repairs whatever deltas were lost with the connection.
+// A link whose writes stall past write_timeout_ms, or whose queue exceeds
+// max_queued_bytes (a peer too slow for the deltas), is reset the same way.
+//
+// Authentication: both hellos carry fresh nonces; every message after the
+// dialler's hello is sealed with an HMAC under a key derived from the
+// cluster secret and both nonces, and a sequence number
+// (protocol/peer_auth.h). A peer without the secret cannot get past the
+// handshake; a replayed or reordered message fails its seal.
+//
+// Sessions: peers dial this node's gossip port; their state is max-merged
+// into the Limiter as it arrives (idempotent: duplicated, replayed or
+// reordered messages change nothing). A session that sends anything but a
+// well-formed hello first, a message without a valid seal, garbage, this
+// node's own id, or is silent for idle_timeout_ms is closed and logged
+// (rate-limited); the others go on. The
+// gossip port carries only the peer protocol: no client request is served
+// there, and the client port accepts no peer message.
+//
+// The Limiter learns the cluster's size (members that have not left, this
+// node included) and how many of them no link reaches, for escrow and the
+// partition mode.
+//
+// Threads: one thread ("tally-gossip") runs an io_context that owns every
+// link, session, timer and buffer; the membership table is guarded by a
+// mutex. The Limiter is thread-safe. AddStats, WaitForRecovery and Leave may
+// be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "node/engine/limiter.h"
+#include "node/common/status.h"
+#include "protocol/messages.h"
+
+namespace tally {
+
+class Gossip {
+ public:
+  struct Options {
+    std::string listen_address = "127.0.0.1";
+    uint16_t listen_port = 7421;  // 0: an ephemeral port, see port()
+    std::vector<std::string> seeds;  // host:port of peers' gossip ports; may list this node
+    std::string advertise_address;   // host:port peers dial; empty: listen_address:port()
+    std::string cluster_secret;      // shared by the members; protocol::kMinSecretBytes or more
+    int64_t interval_ms = 50;
+    int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
+    int64_t suspect_after_ms = 1'000;      // without a newer heartbeat
+    int64_t dead_after_ms = 3'000;
+    int64_t full_sync_interval_ms = 30'000;
+    int64_t heartbeat_ms = 1'000;
+    int64_t idle_timeout_ms = 5'000;
+    int64_t write_timeout_ms = 5'000;
+    int64_t connect_timeout_ms = 1'000;
+    int64_t reconnect_min_ms = 50;
+    int64_t reconnect_max_ms = 1'000;
+    size_t max_frame_bytes = 256 * 1024;       // frames this node sends
+    size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
+  };
+
+  // limiter must outlive the Gossip and have Options::replicate set.
+  Gossip(const Options& options, Limiter* limiter);
+  ~Gossip();  // Stop()
+  Gossip(const Gossip&) = delete;
+  Gossip& operator=(const Gossip&) = delete;
+
+  // Binds the gossip port. After OK, port() is the bound port.
+  // InvalidArgument when the cluster secret is too short, or there is no
+  // usable address to advertise (listening on 0.0.0.0 or :: needs one).
+  Status Listen();
+  uint16_t port() const;
+  // Starts the gossip thread: dials the seeds, accepts, runs the rounds.
+  // The wall-clock time now is this run's incarnation.
+  void Start();
+
+  struct Recovery {
+    bool joined = false;      // heard from a member, or no seed but this node
+    size_t peers_alive = 0;   // other members alive in this node's view
+    size_t peers_synced = 0;  // of those, how many completed a full sync to this node
+  };
+  // Blocks until this node has joined and every alive member has completed
+  // a full sync to it, or timeout_ms passed.
+  Recovery WaitForRecovery(int64_t timeout_ms);
+  // Tells every peer this node leaves (they drop it at once instead of
+  // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
+  void Leave(int64_t timeout_ms);
+  // Closes every connection and joins the thread. Idempotent.
+  void Stop();
+
+  // Adds the gossip fields (counters, links, peer nodes, members) to *stats.
+  void AddStats(protocol::StatsReply* stats) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tally

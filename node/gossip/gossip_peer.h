@@ -1,0 +1,197 @@
+// Internal to node/gossip*.cc: what the gossip links and sessions share.
+// Includes asio: never include it from a header outside node/gossip*.cc.
+//
+// Threads: everything here runs on the gossip thread, except GossipShared's
+// counters (relaxed atomics) and the fields guarded by GossipShared::mu,
+// which other threads read for stats and WaitForRecovery.
+#pragma once
+
+#include <asio.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "node/gossip/gossip.h"
+#include "node/engine/limiter.h"
+#include "node/gossip/membership.h"
+#include "protocol/frame_buffer.h"
+#include "protocol/messages.h"
+#include "protocol/peer_auth.h"
+#include "protocol/peer_codec.h"
+
+namespace tally::gossip {
+
+using asio::ip::tcp;
+using Frame = std::shared_ptr<const std::string>;
+
+int64_t SteadyNowMs();
+std::string PeerName(const tcp::socket& socket);  // address:port of the other end
+
+// The limits on frames a peer may send: the sender cuts frames at
+// Options::max_frame_bytes (at most 1 MiB) plus one entry.
+protocol::FrameLimits PeerFrameLimits();
+
+// Logs at warn level at most once a second; says how many were suppressed.
+class RateLimitedLog {
+ public:
+  void Warn(const std::string& line);
+
+ private:
+  int64_t last_ms_ = -1'000'000;
+  uint64_t suppressed_ = 0;
+};
+
+struct GossipShared {
+  GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
+      : options(gossip_options), limiter(replicated) {}
+
+  const Gossip::Options options;  // options.cluster_secret: at least kMinSecretBytes
+  Limiter* const limiter;
+  RateLimitedLog log;  // gossip thread only
+
+  std::atomic<uint64_t> rounds{0}, bytes_sent{0}, bytes_received{0}, delta_bytes_sent{0},
+      delta_entries_sent{0}, full_syncs_sent{0}, full_syncs_received{0}, entries_merged{0},
+      entries_rejected{0}, sessions_refused{0};
+
+  // Gossip thread only.
+  Frame members_frame;  // the latest membership table, encoded: sent after every hello
+  // Endpoints that answered with this node's own id: a seed's name that
+  // resolves to this node as well as to others.
+  std::set<tcp::endpoint> self_endpoints;
+
+  mutable std::mutex mu;  // guards the rest
+  std::condition_variable recovery_changed;  // synced, or the membership, changed
+  std::optional<Membership> membership;      // from Gossip::Start
+  bool no_seed_but_self = false;             // every seed is this node: nobody to join
+  std::map<std::string, protocol::PeerLinkStatus> links;  // by address
+  struct NodeState {
+    protocol::PeerNodeStatus status;  // last_heard_ms_ago computed from last_heard_ms
+    int64_t last_heard_ms = 0;        // SteadyNowMs()
+    int sessions = 0;                 // open sessions from the node (a reconnect may overlap)
+  };
+  std::map<NodeId, NodeState> nodes;
+  std::set<NodeId> synced;  // nodes that completed a full sync to this one
+
+  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
+    counter.fetch_add(delta, std::memory_order_relaxed);
+  }
+};
+
+// Reads from the socket into *buffer until `count` (1 or 2) whole frames
+// are there, their sizes into sizes[]. IOError when the connection ends or
+// fails; Corruption for bytes that are no frame.
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
+                                   size_t count, size_t sizes[2], GossipShared& shared);
+
+// Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
+Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+                protocol::PeerMessage* message);
+
+// A message and the seal after it, both buffered at the front: OK when the
+// seal carries `seq` and the mac of the message's frame under `auth`.
+Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+                 const protocol::PeerAuth& auth, uint64_t seq);
+
+// The connection this node dials to one peer, carrying its state there.
+// Shared ownership: its pending operations keep it alive after Stop.
+class PeerLink : public std::enable_shared_from_this<PeerLink> {
+ public:
+  PeerLink(GossipShared& shared, asio::io_context& io, std::string address);
+  void Start();
+  void Stop();
+  // Queues a frame (if the link is up), sealed.
+  void Send(const Frame& frame);
+  // Ends the backoff before a redial: the peer is known to be back.
+  void RedialNow();
+  // Queues a round's delta frames (if the link is up).
+  void SendDelta(const std::vector<Frame>& frames, uint64_t entries);
+  // Every round: deadlines, heartbeat, periodic full sync, status.
+  void Tick(int64_t now_ms);
+  bool up() const { return up_; }
+  // Nothing queued or being written.
+  bool idle() const { return !writing_ && queue_.empty(); }
+  // The peer's id from its hello (0: never connected).
+  NodeId peer_id() const { return peer_id_; }
+  // The address answers as this node: Run has ended, for good.
+  bool is_self() const { return is_self_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  asio::awaitable<void> Run();
+  asio::awaitable<Status> Connect();
+  // Queues the frame and its seal (the next seq).
+  void Enqueue(Frame frame);
+  void WriteNext();
+  void StartSync();
+  void PumpSync();
+  void Reset(const std::string& why);
+  void PublishStatus();
+
+  GossipShared& shared_;
+  const std::string address_;
+  tcp::socket socket_;
+  asio::steady_timer backoff_timer_;
+  protocol::FrameBuffer in_;
+  bool stopping_ = false;
+  bool redial_now_ = false;
+  bool is_self_ = false;
+  bool up_ = false;
+  bool ever_up_ = false;
+  bool reported_down_ = false;
+  NodeId peer_id_ = 0;
+  std::optional<protocol::PeerAuth> auth_;  // this connection's key
+  uint64_t next_seq_ = 1;
+  uint64_t generation_ = 0;   // one per connection: stale write callbacks are ignored
+  int64_t deadline_ms_ = 0;   // connecting: give up then; 0: none
+  std::deque<Frame> queue_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  int64_t write_started_ms_ = 0;
+  int64_t last_enqueue_ms_ = 0;
+  int sync_shard_ = -1;  // the next shard of a full sync in progress; -1: none
+  int64_t last_sync_ms_ = 0;
+  uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
+};
+
+// A connection a peer dialled to this node, carrying the peer's state here.
+class PeerSession : public std::enable_shared_from_this<PeerSession> {
+ public:
+  PeerSession(GossipShared& shared, tcp::socket socket,
+              std::set<std::shared_ptr<PeerSession>>* sessions);
+  void Start();
+  void Close();
+  // Closes the session when nothing arrived for idle_timeout_ms.
+  void Tick(int64_t now_ms);
+
+ private:
+  asio::awaitable<void> Run();
+  asio::awaitable<Status> Serve();
+  Status Merge(const protocol::PeerMessage& message);
+  void MergeMembers(std::span<const protocol::MemberRecord> members);
+  // Records, under shared_.mu, that the node was heard: sessions opened (+1)
+  // or closed (-1), entries merged, a full sync completed.
+  void Heard(int sessions, uint64_t merged, bool synced);
+
+  GossipShared& shared_;
+  tcp::socket socket_;
+  std::set<std::shared_ptr<PeerSession>>* const sessions_;
+  const std::string peer_;
+  protocol::FrameBuffer in_;
+  NodeId node_id_ = 0;
+  std::optional<protocol::PeerAuth> auth_;
+  uint64_t next_seq_ = 1;
+  bool counted_ = false;  // counted among the node's open sessions
+  int64_t last_frame_ms_;
+};
+
+}  // namespace tally::gossip

@@ -1,0 +1,259 @@
+// PeerSession: the state a peer sends to this node, merged as it arrives;
+// and the frame reading both ends of a gossip connection use.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "node/common/clock.h"
+#include "node/gossip/gossip_peer.h"
+
+namespace tally::gossip {
+namespace {
+
+constexpr size_t kMinReadBytes = 4 * 1024;
+constexpr size_t kMaxReadBytes = 256 * 1024;
+
+}  // namespace
+
+std::string PeerName(const tcp::socket& socket) {
+  asio::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
+}
+
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+protocol::FrameLimits PeerFrameLimits() {
+  protocol::FrameLimits limits;
+  limits.max_frame_bytes = 4 << 20;
+  return limits;
+}
+
+void RateLimitedLog::Warn(const std::string& line) {
+  const int64_t now_ms = SteadyNowMs();
+  if (now_ms - last_ms_ < 1'000) {
+    ++suppressed_;
+    return;
+  }
+  if (suppressed_ > 0) {
+    spdlog::warn("{} (and {} similar gossip warnings in the last second)", line, suppressed_);
+  } else {
+    spdlog::warn("{}", line);
+  }
+  last_ms_ = now_ms;
+  suppressed_ = 0;
+}
+
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
+                                   size_t count, size_t sizes[2], GossipShared& shared) {
+  const protocol::FrameLimits limits = PeerFrameLimits();
+  for (;;) {
+    const std::span<const std::byte> received = buffer->readable();
+    size_t offset = 0, found = 0, wanted = kMinReadBytes;
+    while (found < count) {
+      const protocol::FrameScan scan = protocol::ScanFrame(received.subspan(offset), limits);
+      if (scan.state == protocol::FrameScan::State::kInvalid) {
+        co_return Status::Corruption(scan.error_message);
+      }
+      if (scan.state == protocol::FrameScan::State::kNeedMore) {
+        wanted = scan.frame_bytes - (received.size() - offset);
+        break;
+      }
+      sizes[found++] = scan.frame_bytes;
+      offset += scan.frame_bytes;
+    }
+    if (found == count) co_return Status::OK();
+    const std::span<std::byte> room = buffer->writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes));
+    asio::error_code ec;
+    const size_t read = co_await socket.async_read_some(
+        asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return Status::IOError(ec == asio::error::eof ? "closed by the peer" : ec.message());
+    buffer->Commit(read);
+    GossipShared::Add(shared.bytes_received, read);
+  }
+}
+
+Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+                protocol::PeerMessage* message) {
+  return protocol::DecodePeerMessage(buffer.readable().subspan(offset, bytes), PeerFrameLimits(),
+                                     message);
+}
+
+Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+                 const protocol::PeerAuth& auth, uint64_t seq) {
+  protocol::PeerMessage seal;
+  if (Status status = DecodeAt(buffer, sizes[0], sizes[1], &seal); !status.ok()) return status;
+  if (seal.kind != protocol::PeerMessageKind::kSeal) {
+    return Status::InvalidArgument("a message without its seal");
+  }
+  if (seal.seq != seq) {
+    return Status::InvalidArgument("seal " + std::to_string(seal.seq) + " where " +
+                                   std::to_string(seq) + " was due (a replayed or reordered message)");
+  }
+  if (!auth.Verify(seq, buffer.readable().first(sizes[0]), seal.mac)) {
+    return Status::InvalidArgument("a seal that does not match: the peer does not hold this "
+                                   "cluster's secret, or the message was altered");
+  }
+  return Status::OK();
+}
+
+PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
+                         std::set<std::shared_ptr<PeerSession>>* sessions)
+    : shared_(shared),
+      socket_(std::move(socket)),
+      sessions_(sessions),
+      peer_(PeerName(socket_)),
+      last_frame_ms_(SteadyNowMs()) {}
+
+void PeerSession::Start() {
+  sessions_->insert(shared_from_this());
+  asio::co_spawn(socket_.get_executor(), Run(), [self = shared_from_this()](std::exception_ptr e) {
+    if (e) spdlog::error("gossip session from {} failed: an exception escaped", self->peer_);
+  });
+}
+
+void PeerSession::Close() {
+  asio::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+void PeerSession::Tick(int64_t now_ms) {
+  if (socket_.is_open() && now_ms - last_frame_ms_ > shared_.options.idle_timeout_ms) {
+    shared_.log.Warn("closing gossip session from " + peer_ + ": silent for " +
+                     std::to_string(now_ms - last_frame_ms_) + " ms");
+    Close();
+  }
+}
+
+asio::awaitable<void> PeerSession::Run() {
+  const Status status = co_await Serve();
+  if (!status.ok() && status.code() != Status::Code::kIOError) {
+    GossipShared::Add(shared_.sessions_refused, 1);
+    shared_.log.Warn("refusing gossip from " + peer_ + ": " + status.ToString());
+  } else if (auth_ && !counted_ && node_id_ != shared_.limiter->node_id()) {
+    // It saw our sealed hello and left: no member of ours.
+    GossipShared::Add(shared_.sessions_refused, 1);
+    shared_.log.Warn("gossip session from " + peer_ + " (node " + std::to_string(node_id_) +
+                     ") ended before it proved the cluster secret: " + status.ToString());
+  }
+  Close();
+  if (counted_) Heard(/*sessions=*/-1, 0, false);
+  sessions_->erase(shared_from_this());
+}
+
+asio::awaitable<Status> PeerSession::Serve() {
+  protocol::PeerMessage message;
+  size_t sizes[2] = {0, 0};
+  if (Status status = co_await ReadFrames(socket_, &in_, 1, sizes, shared_); !status.ok()) {
+    co_return status;
+  }
+  if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
+  if (message.kind != protocol::PeerMessageKind::kHello) {
+    co_return Status::InvalidArgument("the first peer message is not a hello");
+  }
+  // This node's own id: a seed that resolves to this node. The sealed hello
+  // below tells the dialler so; nothing after it is read.
+  const bool from_self = message.node_id == shared_.limiter->node_id();
+  node_id_ = message.node_id;
+  const std::string nonce = protocol::RandomNonce();
+  auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
+  in_.Consume(sizes[0]);
+  std::string reply;  // our hello, sealed (seq 0): proof that we are a member
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, &reply);
+  protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
+  asio::error_code ec;
+  co_await asio::async_write(socket_, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::IOError(ec.message());
+  GossipShared::Add(shared_.bytes_sent, reply.size());
+  if (from_self) co_return Status::IOError("this node dialled itself");
+  for (;;) {
+    if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
+      co_return status;
+    }
+    if (Status status = CheckSeal(in_, sizes, *auth_, next_seq_); !status.ok()) co_return status;
+    ++next_seq_;
+    if (!counted_) {  // the first sealed message: the peer holds the secret
+      Heard(/*sessions=*/+1, 0, false);
+      counted_ = true;
+    }
+    if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
+    last_frame_ms_ = SteadyNowMs();
+    switch (message.kind) {
+      case protocol::PeerMessageKind::kState:
+        if (Status status = Merge(message); !status.ok()) co_return status;
+        break;
+      case protocol::PeerMessageKind::kMembers:
+        MergeMembers(message.members);
+        break;
+      case protocol::PeerMessageKind::kSyncDone:
+        GossipShared::Add(shared_.full_syncs_received, 1);
+        Heard(0, 0, /*synced=*/true);
+        break;
+      case protocol::PeerMessageKind::kHello:
+        co_return Status::InvalidArgument("a second hello");
+      case protocol::PeerMessageKind::kSeal:
+        co_return Status::InvalidArgument("a seal without a message");
+      case protocol::PeerMessageKind::kHeartbeat:
+      case protocol::PeerMessageKind::kUnknown:  // a newer peer's message: ignored
+        Heard(0, 0, false);
+        break;
+    }
+    in_.Consume(sizes[0] + sizes[1]);
+    in_.ShrinkIfIdle();
+  }
+}
+
+Status PeerSession::Merge(const protocol::PeerMessage& message) {
+  uint64_t merged = 0;
+  for (const protocol::PeerClassView& view : message.classes) {
+    uint64_t entries = 0;
+    const Status decoded = protocol::DecodePeerClass(
+        view, node_id_,
+        [&](const KeySnapshot& snapshot) {
+          const Status status = shared_.limiter->Merge(snapshot);
+          if (status.ok()) {
+            ++merged;
+            return;
+          }
+          GossipShared::Add(shared_.entries_rejected, 1);
+          shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
+                           "): a key's state was not merged: " + status.ToString());
+        },
+        &entries);
+    if (!decoded.ok()) return decoded;
+  }
+  GossipShared::Add(shared_.entries_merged, merged);
+  Heard(0, merged, false);
+  return Status::OK();
+}
+
+void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.membership->Merge(members, SteadyNowMs(), SystemClock::Default()->WallMs());
+  }
+  shared_.recovery_changed.notify_all();
+  Heard(0, 0, false);
+}
+
+void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  GossipShared::NodeState& node = shared_.nodes[node_id_];
+  node.status.node_id = node_id_;
+  node.sessions += sessions;
+  node.status.connected = node.sessions > 0;
+  node.status.entries_merged += merged;
+  node.last_heard_ms = SteadyNowMs();
+  if (synced) {
+    ++node.status.full_syncs;
+    shared_.synced.insert(node_id_);
+    shared_.recovery_changed.notify_all();
+  }
+}
+
+}  // namespace tally::gossip

@@ -1,0 +1,102 @@
+#include "node/gossip/membership.h"
+
+#include <tuple>
+
+namespace tally {
+namespace {
+
+// Which of two records about one member is newer: a later incarnation, or
+// in one incarnation a later heartbeat, or the same beat marked left.
+bool Newer(const protocol::MemberRecord& a, const protocol::MemberRecord& b) {
+  return std::tuple(a.incarnation, a.heartbeat, a.left) > std::tuple(b.incarnation, b.heartbeat, b.left);
+}
+
+}  // namespace
+
+Membership::Membership(const Options& options, int64_t now_ms)
+    : self_id_(options.self.node_id),
+      suspect_after_ms_(options.suspect_after_ms),
+      dead_after_ms_(options.dead_after_ms) {
+  Member& self = members_[self_id_];
+  self.record = options.self;
+  self.advanced_ms = now_ms;
+}
+
+void Membership::Beat(int64_t wall_ms) {
+  protocol::MemberRecord& self = members_.at(self_id_).record;
+  ++self.heartbeat;
+  self.heartbeat_wall_ms = wall_ms;
+}
+
+void Membership::Leave(int64_t wall_ms) {
+  members_.at(self_id_).record.left = true;
+  Beat(wall_ms);
+}
+
+void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms,
+                       int64_t wall_ms) {
+  for (const protocol::MemberRecord& record : records) {
+    if (record.node_id == self_id_) continue;
+    const auto [it, added] = members_.try_emplace(record.node_id);
+    Member& member = it->second;
+    if (!added && !Newer(record, member.record)) continue;
+    member.record = record;
+    member.advanced_ms = now_ms;
+    member.lag_ms = wall_ms - record.heartbeat_wall_ms;
+  }
+}
+
+std::vector<protocol::MemberRecord> Membership::Records() const {
+  std::vector<protocol::MemberRecord> records;
+  records.reserve(members_.size());
+  for (const auto& [id, member] : members_) records.push_back(member.record);
+  return records;
+}
+
+protocol::MemberStatus Membership::StatusOf(const Member& member, int64_t now_ms) const {
+  protocol::MemberStatus status;
+  status.node_id = member.record.node_id;
+  status.address = member.record.address;
+  status.incarnation = member.record.incarnation;
+  status.heartbeat = member.record.heartbeat;
+  const bool self = member.record.node_id == self_id_;
+  const int64_t silent_ms = self ? 0 : now_ms - member.advanced_ms;
+  status.last_heard_ms_ago = static_cast<uint64_t>(silent_ms > 0 ? silent_ms : 0);
+  status.lag_ms = self ? 0 : member.lag_ms;
+  if (member.record.left) {
+    status.state = protocol::MemberState::kLeft;
+  } else if (silent_ms >= dead_after_ms_) {
+    status.state = protocol::MemberState::kDead;
+  } else if (silent_ms >= suspect_after_ms_) {
+    status.state = protocol::MemberState::kSuspect;
+  } else {
+    status.state = protocol::MemberState::kAlive;
+  }
+  return status;
+}
+
+std::vector<protocol::MemberStatus> Membership::View(int64_t now_ms) const {
+  std::vector<protocol::MemberStatus> view;
+  view.reserve(members_.size());
+  for (const auto& [id, member] : members_) view.push_back(StatusOf(member, now_ms));
+  return view;
+}
+
+std::vector<protocol::MemberStatus> Membership::TakeChanges(int64_t now_ms) {
+  std::vector<protocol::MemberStatus> changes;
+  for (auto& [id, member] : members_) {
+    protocol::MemberStatus status = StatusOf(member, now_ms);
+    if (member.reported == status.state) continue;
+    member.reported = status.state;
+    changes.push_back(std::move(status));
+  }
+  return changes;
+}
+
+size_t Membership::cluster_size() const {
+  size_t size = 0;
+  for (const auto& [id, member] : members_) size += member.record.left ? 0 : 1;
+  return size;
+}
+
+}  // namespace tally

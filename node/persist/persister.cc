@@ -1,0 +1,103 @@
+#include "node/persist/persister.h"
+
+#include <pthread.h>
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+namespace tally {
+
+Persister::Persister(const Options& options, Limiter* limiter, storage::Store* store)
+    : options_(options), limiter_(limiter), store_(store) {}
+
+Persister::~Persister() { Stop(); }
+
+void Persister::Start() {
+  flush_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tally-flush");
+    Every(options_.flush_interval_ms, [this] { Flush(); });
+  });
+  if (options_.compaction_interval_ms > 0) {  // its own thread: a long compaction delays no flush
+    compaction_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "tally-compact");
+      Every(options_.compaction_interval_ms, [this] {
+        Status status = Checkpoint();
+        if (status.ok()) status = store_->Compact();
+        if (!status.ok()) spdlog::warn("checkpoint and compaction failed: {}", status.ToString());
+      });
+    });
+  }
+}
+
+Status Persister::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return Status::OK();
+    stop_ = stopped_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread* thread : {&flush_thread_, &compaction_thread_}) {
+    if (thread->joinable()) thread->join();
+  }
+  return Checkpoint();
+}
+
+void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; })) {
+    lock.unlock();
+    work();
+    lock.lock();
+  }
+}
+
+Status Persister::Flush() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  if (unsaved_ || store_->CheckpointDue()) return CheckpointLocked();
+  return WriteRun(false, [this](storage::Store::Run* run) {
+    limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
+  });
+}
+
+Status Persister::Checkpoint() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  return CheckpointLocked();
+}
+
+Status Persister::CheckpointLocked() {
+  return WriteRun(true, [this](storage::Store::Run* run) {
+    limiter_->CollectAll([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
+  });
+}
+
+Status Persister::WriteRun(bool checkpoint,
+                           const std::function<void(storage::Store::Run*)>& collect) {
+  std::unique_ptr<storage::Store::Run> run;
+  Status status = store_->BeginRun(checkpoint, &run);  // fails before anything is collected
+  if (status.ok()) {
+    collect(run.get());
+    if (!checkpoint && run->records() == 0) return Status::OK();  // nothing changed
+    status = store_->Commit(run.get());
+    // Collected changes are no longer marked: only a checkpoint can cover them now.
+    unsaved_ = !status.ok();
+  }
+  std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  stats_.unsaved = unsaved_;
+  if (status.ok()) {
+    ++stats_.flushes;
+    stats_.checkpoints += checkpoint ? 1 : 0;
+    stats_.keys_written += run->records();
+  } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
+    spdlog::error("persisting failed ({} failures so far); serving from memory: {}",
+                  stats_.write_errors, status.ToString());
+  }
+  return status;
+}
+
+Persister::Stats Persister::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace tally

@@ -1,0 +1,90 @@
+// Persister: moves the engine's changes to the Store, off the request path.
+//
+// A background thread wakes every flush_interval_ms and writes the keys that
+// changed (Limiter::CollectChanges) as one run, each snapshot encoded as it
+// is collected. When the runs since the last checkpoint have grown as large
+// as it (Store::CheckpointDue), that flush writes a checkpoint instead: every
+// live key (Limiter::CollectAll), replacing all earlier runs, which is how
+// expired state leaves the disk. A failed write (disk full, I/O error) is
+// logged and counted, and the next flush writes a checkpoint, which covers
+// whatever that write held; the node keeps serving from memory meanwhile
+// (degraded: a crash then loses everything not yet written). A second thread
+// writes a checkpoint and compacts the store every compaction_interval_ms,
+// so that even a node whose keys have gone quiet drops what has expired.
+//
+// What a crash loses: the changes of at most one flush interval (plus the
+// flush in progress) on this node. Stop() writes a checkpoint, so a clean
+// shutdown loses nothing and the next start reads a single run.
+//
+// Thread safety: Start and Stop from one thread; Flush, Checkpoint and
+// stats() from any.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "node/engine/limiter.h"
+#include "storage/store.h"
+
+namespace tally {
+
+class Persister {
+ public:
+  struct Options {
+    int64_t flush_interval_ms = 1'000;
+    int64_t compaction_interval_ms = 600'000;  // 0: never
+  };
+  struct Stats {
+    uint64_t flushes = 0;       // runs written, checkpoints included
+    uint64_t checkpoints = 0;
+    uint64_t keys_written = 0;  // records in those runs
+    uint64_t write_errors = 0;  // failed runs
+    bool unsaved = false;       // a write failed; the next flush writes a checkpoint
+  };
+
+  // limiter and store must outlive the Persister.
+  Persister(const Options& options, Limiter* limiter, storage::Store* store);
+  ~Persister();  // Stop()
+
+  void Start();
+  // Stops the threads, then writes a checkpoint. Returns its status. Later
+  // calls do nothing.
+  Status Stop();
+  // Collects and writes the changes now, or a checkpoint when one is due
+  // (the flush thread calls this).
+  Status Flush();
+  // Writes a checkpoint of every live key now.
+  Status Checkpoint();
+
+  Stats stats() const;
+
+ private:
+  // Runs work every interval_ms on the calling thread until Stop.
+  void Every(int64_t interval_ms, const std::function<void()>& work);
+  // With flush_mu_ held: begins a run, fills it with collect(run), commits
+  // it unless it is an empty delta, and counts the outcome.
+  Status WriteRun(bool checkpoint,
+                  const std::function<void(storage::Store::Run*)>& collect);
+  Status CheckpointLocked();
+
+  const Options options_;
+  Limiter* const limiter_;
+  storage::Store* const store_;
+
+  std::mutex mu_;  // guards stop_; the threads wait on wake_ with it
+  std::condition_variable wake_;
+  bool stop_ = false;
+  bool stopped_ = false;  // Stop has run; guarded by mu_
+  std::mutex flush_mu_;  // one write at a time; guards unsaved_
+  bool unsaved_ = false;  // a write failed: changes it held are no longer marked
+  mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
+  Stats stats_;
+  std::thread flush_thread_;
+  std::thread compaction_thread_;
+};
+
+}  // namespace tally

@@ -1,0 +1,60 @@
+// RequestHandler: answers decoded protocol requests with the engine. No I/O:
+// the server decodes frames, calls Handle, and encodes what it fills in.
+//
+// Problems with a single check (bad key or spec, key cap) become that check's
+// error; the other checks of the batch are still decided. A request kind the
+// server does not know is answered with ErrorCode::kUnsupported.
+//
+// Thread safety: one RequestHandler per connection, used by the thread that
+// owns the connection. The Limiter is shared and thread-safe; the counters
+// belong to the connection's worker thread (other threads only read them).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "node/engine/limiter.h"
+#include "protocol/messages.h"
+
+namespace tally {
+
+// What a worker thread has served. Written only by that worker (relaxed
+// atomics, so that a stats request on another thread may read them).
+struct alignas(64) WorkerCounters {
+  std::atomic<uint64_t> checks{0};
+  std::atomic<uint64_t> allowed{0};
+  std::atomic<uint64_t> denied{0};
+  std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> connections_total{0};
+
+  static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+};
+
+class RequestHandler {
+ public:
+  using StatsSource = std::function<protocol::StatsReply()>;
+
+  // limiter and counters must outlive the handler.
+  RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats);
+
+  // Fills *response (its previous contents are replaced; its vectors' memory
+  // is reused) with the answer to `request`.
+  void Handle(const protocol::Request& request, protocol::Response* response);
+
+ private:
+  void HandleChecks(const protocol::Request& request, protocol::Response* response);
+
+  Limiter* const limiter_;
+  WorkerCounters* const counters_;
+  const StatsSource stats_;
+  // Scratch space reused across requests, so a steady stream allocates nothing.
+  std::vector<Limiter::CheckRequest> batch_;
+  std::vector<Limiter::CheckResult> results_;
+};
+
+}  // namespace tally

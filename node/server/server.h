@@ -1,0 +1,77 @@
+// Server: serves tally's protocol over TCP (Asio, C++20 coroutines).
+//
+// Threads: Options::threads workers, each running its own io_context. A
+// connection lives on one worker from accept to close, so all of its state
+// (socket, buffers, deadline) is owned by that worker thread and needs no
+// lock. The acceptor, the signal handler and the periodic sweep run on worker
+// 0. Shared between workers: the Limiter (thread-safe) and the per-worker
+// counters (each written by its own worker only).
+//
+// Connections: responses go out in request order; requests may be pipelined.
+// A connection that sends nothing for idle_timeout_ms, or does not take a
+// response within write_timeout_ms, is closed. At max_connections, a new
+// connection gets an error frame (kResourceExhausted) and is closed. A frame
+// that fails ScanFrame or decoding gets an error frame (kMalformedFrame,
+// kFrameTooLarge, or kInvalidArgument for too many checks; id 0) and the
+// connection is closed; other connections are not affected.
+//
+// Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
+// received are answered; idle connections are closed; after drain_timeout_ms
+// whatever is left is closed. Run() then returns.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "node/common/clock.h"
+#include "node/engine/limiter.h"
+#include "node/common/status.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+
+namespace tally {
+
+class Server {
+ public:
+  struct Options {
+    std::string address = "127.0.0.1";
+    uint16_t port = 7420;  // 0: an ephemeral port, see port()
+    int threads = 2;
+    size_t max_connections = 10'000;
+    protocol::FrameLimits limits;
+    int64_t idle_timeout_ms = 60'000;
+    int64_t write_timeout_ms = 10'000;
+    int64_t drain_timeout_ms = 5'000;
+    int64_t sweep_interval_ms = 10'000;  // Limiter::SweepExpired period; 0: never
+    bool handle_signals = true;          // SIGTERM and SIGINT start a shutdown
+    // Fills the stats the server does not own (persistence); may be empty.
+    // Called on a worker thread for each stats request.
+    std::function<void(protocol::StatsReply*)> add_stats;
+  };
+
+  // limiter and clock must outlive the Server.
+  Server(const Options& options, Limiter* limiter, const Clock* clock);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens. After OK, port() is the bound port.
+  Status Listen();
+  uint16_t port() const;
+
+  // Serves until shut down and drained. Call once, after Listen().
+  void Run();
+  // Starts a graceful shutdown. Thread-safe; returns at once.
+  void Shutdown();
+
+  // Thread-safe.
+  protocol::StatsReply Stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tally
