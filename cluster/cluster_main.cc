@@ -36,11 +36,11 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 void OnSignal(int) { g_interrupted = 1; }
 
-// tallyd beside this binary's folder: build/cluster/tally-cluster -> build/node/tallyd.
+// tallyd beside this binary: build/bin/tally-cluster -> build/bin/tallyd.
 std::string DefaultTallyd() {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (self.parent_path().parent_path() / "node" / "tallyd").string();
+  return (self.parent_path() / "tallyd").string();
 }
 
 int Fail(const tally::Status& status) {

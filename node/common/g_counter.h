@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace tally {
+#include "node/common/node_id.h"
 
-using NodeId = uint64_t;
+namespace tally {
 
 class GCounter {
  public:

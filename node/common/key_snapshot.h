@@ -12,11 +12,17 @@
 #include <string>
 #include <vector>
 
-#include "node/engine/decide.h"
 #include "node/common/g_counter.h"
 #include "node/common/limit.h"
 
 namespace tally {
+
+// One sliding-log entry: the cost a node admitted in the millisecond at_ms.
+struct LogStamp {
+  int64_t at_ms = 0;
+  uint64_t cost = 0;
+  bool operator==(const LogStamp&) const = default;
+};
 
 // One node's sliding-log entries of a key: (time, cost), oldest first, at
 // most one per millisecond (a node adds later cost of the same ms to it, so
@@ -43,6 +49,10 @@ struct KeySnapshot {
 // Receives snapshots one at a time (Limiter::CollectChanges, CollectAll). The
 // snapshot is valid only during the call.
 using SnapshotSink = std::function<void(const KeySnapshot&)>;
+
+// How many windows a counting algorithm reads: the current one, and for the
+// sliding-window counter the previous one too.
+int64_t WindowsKept(Algorithm algorithm);
 
 // The wall time (ms) from which the snapshot holds nothing that counts: a
 // store may drop it then. Window-aligned for the counting algorithms.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 
+#include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
 
 namespace tally {
@@ -36,11 +37,6 @@ uint64_t RefillTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t elaps
 
 // Sliding-window log: the entries still in the trailing window (now_ms -
 // window_ms, now_ms], oldest first, and their total cost.
-struct LogStamp {
-  int64_t at_ms = 0;
-  uint64_t cost = 0;
-  bool operator==(const LogStamp&) const = default;
-};
 Decision DecideSlidingLog(const LimitSpec& spec, std::span<const LogStamp> live_stamps,
                           uint64_t live_total, int64_t now_ms, uint64_t cost);
 

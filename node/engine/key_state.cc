@@ -128,10 +128,6 @@ void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
   }
 }
 
-int64_t WindowsKept(Algorithm algorithm) {
-  return algorithm == Algorithm::kSlidingWindowCounter ? 2 : 1;
-}
-
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
                int64_t now_ms) {
   const int64_t now_window = now_ms / static_cast<int64_t>(window_ms);
@@ -233,26 +229,6 @@ bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_m
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
   return now_ms - entry.refilled_at_ms >= static_cast<int64_t>(window_ms);
-}
-
-int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
-  const auto window_ms = static_cast<int64_t>(snapshot.window_ms);
-  switch (snapshot.algorithm) {
-    case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter:
-      return (snapshot.counts.window_index + WindowsKept(snapshot.algorithm)) * window_ms;
-    case Algorithm::kSlidingWindowLog: {
-      int64_t expires_at_ms = 0;
-      for (const NodeStamps& node : snapshot.log) {
-        if (!node.stamps.empty()) {
-          expires_at_ms = std::max(expires_at_ms, node.stamps.back().at_ms + window_ms);
-        }
-      }
-      return expires_at_ms;
-    }
-    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
-  }
-  return 0;
 }
 
 }  // namespace tally

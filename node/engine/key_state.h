@@ -47,9 +47,6 @@ uint64_t PreviousTotal(const CounterEntry& entry);
 void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts);
 // Slot-wise max with `counts`; windows the entry has left behind are ignored.
 void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts);
-// How many windows a counting algorithm reads: the current one, and for the
-// sliding-window counter the previous one too.
-int64_t WindowsKept(Algorithm algorithm);
 // True when nothing the entry holds counts at `now_ms` any more.
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
                int64_t now_ms);

@@ -32,7 +32,7 @@
 #include <span>
 #include <vector>
 
-#include "node/common/key_snapshot.h"
+#include "node/common/node_id.h"
 #include "protocol/messages.h"
 
 namespace tally {

@@ -80,7 +80,7 @@ bench_stop() {
 }
 
 # bench_start_tallyd LOG PORT_FILE TIMEOUT_S [TALLYD_OPTION...]: starts
-# $build_dir/node/tallyd on CPU 0 on a free loopback port and waits up to
+# $build_dir/bin/tallyd on CPU 0 on a free loopback port and waits up to
 # TIMEOUT_S seconds for it to listen (PORT_FILE written). Sets tallyd_pid,
 # tallyd_port, and tallyd_start_us / tallyd_listen_us: when it was started and
 # when the port file was seen (polled every 5 ms). Exits if tallyd did not start.
@@ -90,7 +90,7 @@ bench_start_tallyd() {
   rm -f "$port_file"
   tallyd_start_us=$(bench_now_us)
   deadline_us=$((tallyd_start_us + timeout_s * 1000000))
-  bench_spawn "$log" "${server_cpu[@]}" "$build_dir/node/tallyd" --address 127.0.0.1 --port 0 \
+  bench_spawn "$log" "${server_cpu[@]}" "$build_dir/bin/tallyd" --address 127.0.0.1 --port 0 \
     --port-file "$port_file" "$@"
   tallyd_pid=$bench_pid
   until [ -s "$port_file" ] || ! kill -0 "$tallyd_pid" 2>/dev/null ||

@@ -18,8 +18,8 @@ bench_build "$build_dir" tallyd tally-loadgen cluster_bench
 bench_init
 loadgen_cpu=1
 [ ${#client_cpu[@]} -gt 0 ] || loadgen_cpu=-1
-"${server_cpu[@]}" "$build_dir/tests/bench/cluster_bench" \
-  --tallyd "$build_dir/node/tallyd" --loadgen "$build_dir/cluster/tally-loadgen" \
+"${server_cpu[@]}" "$build_dir/bin/cluster_bench" \
+  --tallyd "$build_dir/bin/tallyd" --loadgen "$build_dir/bin/tally-loadgen" \
   --loadgen-cpu "$loadgen_cpu" --windows "${WINDOWS:-3}" --samples "${SAMPLES:-200}" \
   --trials "${TRIALS:-3}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"

@@ -60,7 +60,7 @@ run() {
     address=127.0.0.1:$redis_port
     redis-cli -p "$redis_port" flushall >/dev/null  # every Redis run starts empty
   fi
-  "${client_cpu[@]}" "$build_dir/cluster/tally-loadgen" --target "$target" --address "$address" \
+  "${client_cpu[@]}" "$build_dir/bin/tally-loadgen" --target "$target" --address "$address" \
     --connections "$connections" --depth "$depth" --batch "$batch" --keys "$keys" \
     --distribution uniform --duration-ms "$duration_ms" --label "$label" "${header[@]}" \
     --json "$work_dir/$label.json"

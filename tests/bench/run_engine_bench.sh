@@ -6,5 +6,5 @@ cd "$(dirname "$0")/../.."
 bash .ci/install-deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target limiter_bench
-./build/tests/bench/limiter_bench --benchmark_min_time="${MIN_TIME:-0.5}" \
+./build/bin/limiter_bench --benchmark_min_time="${MIN_TIME:-0.5}" \
   --benchmark_out=build/engine_bench.json --benchmark_out_format=json "$@"

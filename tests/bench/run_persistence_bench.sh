@@ -53,7 +53,7 @@ results=()  # files holding one JSON object each, for the output array
 stats() {
   local start_us
   start_us=$(bench_now_us)
-  "${client_cpu[@]}" "$build_dir/node/tallyctl" --port "$tallyd_port" --timeout-ms 120000 \
+  "${client_cpu[@]}" "$build_dir/bin/tallyctl" --port "$tallyd_port" --timeout-ms 120000 \
     --json stats >"$work_dir/$1.stats" ||
     { cat "$work_dir/$1.stats" >&2; echo "tallyctl stats failed ($1)" >&2; exit 1; }
   stats_ms=$((($(bench_now_us) - start_us) / 1000))
@@ -84,7 +84,7 @@ header=()  # the loadgen's table header comes with the first run only
 loadgen() {
   local label=$1
   shift
-  "${client_cpu[@]}" "$build_dir/cluster/tally-loadgen" --target tally \
+  "${client_cpu[@]}" "$build_dir/bin/tally-loadgen" --target tally \
     --address "127.0.0.1:$tallyd_port" --connections "$connections" --distribution uniform \
     --label "$label" "${header[@]}" --json "$work_dir/$label.json" "$@"
   header=(--no-header)
