@@ -15,8 +15,8 @@
 
 #include "cluster/local_cluster.h"
 #include "cluster/node_process.h"
-#include "tests/poll.h"
-#include "tests/temp_dir.h"
+#include "tests/support/poll.h"
+#include "tests/support/temp_dir.h"
 
 namespace tally {
 namespace {

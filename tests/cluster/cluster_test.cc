@@ -28,9 +28,9 @@
 #include "protocol/frame_buffer.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
-#include "tests/must_check.h"
-#include "tests/poll.h"
-#include "tests/temp_dir.h"
+#include "tests/support/must_check.h"
+#include "tests/support/poll.h"
+#include "tests/support/temp_dir.h"
 
 namespace tally {
 namespace {

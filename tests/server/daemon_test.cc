@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "node/engine/limiter.h"
-#include "tests/tallyd_process.h"
-#include "tests/must_check.h"
+#include "tests/support/tallyd_process.h"
+#include "tests/support/must_check.h"
 
 namespace tally {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "tests/tallyd_process.h"
+#include "tests/support/tallyd_process.h"
 
 namespace tally {
 namespace {

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "tests/tallyd_process.h"
-#include "tests/temp_dir.h"
-#include "tests/must_check.h"
-#include "tests/poll.h"
+#include "tests/support/tallyd_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/must_check.h"
+#include "tests/support/poll.h"
 
 namespace tally {
 namespace {

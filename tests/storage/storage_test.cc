@@ -30,7 +30,7 @@
 #include "storage/run.h"
 #include "storage/store.h"
 #include "node/common/varint.h"
-#include "tests/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace tally {
 namespace {
