@@ -277,6 +277,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
+    gossip_options.clock = clock;
     gossip.emplace(gossip_options, &limiter);
     if (tally::Status status = gossip->Listen(); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());

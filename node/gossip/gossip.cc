@@ -63,7 +63,7 @@ struct Gossip::Impl {
     encoder.Finish(&encoded);
     std::vector<Frame> frames;
     for (std::string& frame : encoded) frames.push_back(std::make_shared<const std::string>(std::move(frame)));
-    const int64_t now_ms = gossip::SteadyNowMs();
+    const int64_t now_ms = shared.NowMs();
     if (leave_done == nullptr && now_ms - last_beat_ms >= shared.options.membership_interval_ms) {
       Beat(/*leaving=*/false);
     }
@@ -93,7 +93,7 @@ struct Gossip::Impl {
 
   // This node's heartbeat (or its leave) and membership table, to every peer.
   void Beat(bool leaving) {
-    const int64_t wall_ms = SystemClock::Default()->WallMs();
+    const int64_t wall_ms = shared.WallMs();
     std::vector<protocol::MemberRecord> records;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -108,7 +108,7 @@ struct Gossip::Impl {
     protocol::EncodeMembers(records, frame.get());
     shared.members_frame = std::move(frame);
     for (const auto& [address, link] : links) link->Send(shared.members_frame);
-    last_beat_ms = gossip::SteadyNowMs();
+    last_beat_ms = shared.NowMs();
   }
 
   // Links follow the membership: one to every member that has not left, and
@@ -279,14 +279,14 @@ void Gossip::Start() {
   protocol::MemberRecord self;
   self.node_id = impl.self_id();
   self.address = impl.advertise_address;
-  self.incarnation = static_cast<uint64_t>(SystemClock::Default()->WallMs());
+  self.incarnation = static_cast<uint64_t>(impl.shared.WallMs());
   impl.shared.membership.emplace(Membership::Options{self, impl.shared.options.suspect_after_ms,
                                                      impl.shared.options.dead_after_ms},
-                                 gossip::SteadyNowMs());
+                                 impl.shared.NowMs());
   impl.self_seeds.insert(impl.advertise_address);
   impl.dropped_seeds.insert(impl.advertise_address);
   impl.Beat(/*leaving=*/false);
-  impl.FollowMembership(gossip::SteadyNowMs());
+  impl.FollowMembership(impl.shared.NowMs());
   const auto log_failure = [](const char* what) {
     return [what](std::exception_ptr e) {
       if (e) spdlog::error("gossip {} failed: an exception escaped", what);
@@ -310,7 +310,7 @@ Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(shared.mu);
   shared.recovery_changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
     recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
-    for (const protocol::MemberStatus& member : shared.membership->View(gossip::SteadyNowMs())) {
+    for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
       if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
       ++recovery.peers_alive;
       recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
@@ -327,7 +327,7 @@ void Gossip::Leave(int64_t timeout_ms) {
   std::future<void> done = sent.get_future();
   asio::post(impl.io, [&impl, &sent, timeout_ms] {
     impl.Beat(/*leaving=*/true);
-    impl.leave_deadline_ms = gossip::SteadyNowMs() + timeout_ms;
+    impl.leave_deadline_ms = impl.shared.NowMs() + timeout_ms;
     impl.leave_done = &sent;
   });
   done.wait();  // a round sets it by the deadline, or Shutdown does
@@ -356,7 +356,7 @@ void Gossip::AddStats(protocol::StatsReply* stats) const {
   stats->gossip_entries_merged = get(shared.entries_merged);
   stats->gossip_entries_rejected = get(shared.entries_rejected);
   stats->gossip_sessions_refused = get(shared.sessions_refused);
-  const int64_t now_ms = gossip::SteadyNowMs();
+  const int64_t now_ms = shared.NowMs();
   std::lock_guard<std::mutex> lock(shared.mu);
   stats->peer_links.clear();
   for (const auto& [address, link] : shared.links) stats->peer_links.push_back(link);

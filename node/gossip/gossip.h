@@ -59,8 +59,9 @@
 #include <string>
 #include <vector>
 
-#include "node/engine/limiter.h"
+#include "node/common/clock.h"
 #include "node/common/status.h"
+#include "node/engine/limiter.h"
 #include "protocol/messages.h"
 
 namespace tally {
@@ -86,6 +87,9 @@ class Gossip {
     int64_t reconnect_max_ms = 1'000;
     size_t max_frame_bytes = 256 * 1024;       // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
+    // Monotonic time for intervals and timeouts, wall time for heartbeats
+    // and incarnations. Not owned; must outlive the Gossip.
+    const Clock* clock = SystemClock::Default();
   };
 
   // limiter must outlive the Gossip and have Options::replicate set.

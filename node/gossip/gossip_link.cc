@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "node/gossip/gossip_peer.h"
+#include "node/net/acceptor.h"
 
 namespace tally::gossip {
 namespace {
@@ -86,7 +87,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   if (!SplitHostPort(address_, &host, &port)) {
     co_return Status::InvalidArgument("not host:port: '" + address_ + "'");
   }
-  deadline_ms_ = SteadyNowMs() + shared_.options.connect_timeout_ms;  // Tick closes the socket then
+  deadline_ms_ = shared_.NowMs() + shared_.options.connect_timeout_ms;  // Tick closes the socket then
   asio::error_code ec;
   tcp::resolver resolver(socket_.get_executor());
   const auto endpoints =
@@ -144,7 +145,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   }
   ever_up_ = true;
   reported_down_ = false;
-  last_enqueue_ms_ = SteadyNowMs();
+  last_enqueue_ms_ = shared_.NowMs();
   if (shared_.members_frame) Enqueue(shared_.members_frame);
   StartSync();
   PublishStatus();
@@ -198,7 +199,7 @@ void PeerLink::Enqueue(Frame frame) {
   queued_bytes_ += frame->size() + seal->size();
   queue_.push_back(std::move(frame));
   queue_.push_back(std::move(seal));
-  last_enqueue_ms_ = SteadyNowMs();
+  last_enqueue_ms_ = shared_.NowMs();
   if (!writing_) WriteNext();
 }
 
@@ -208,7 +209,7 @@ void PeerLink::WriteNext() {
     return;
   }
   writing_ = true;
-  write_started_ms_ = SteadyNowMs();
+  write_started_ms_ = shared_.NowMs();
   const Frame frame = queue_.front();
   asio::async_write(socket_, asio::buffer(*frame),
                     [this, self = shared_from_this(), frame, generation = generation_](
@@ -229,7 +230,7 @@ void PeerLink::WriteNext() {
 
 void PeerLink::StartSync() {
   sync_shard_ = 0;
-  last_sync_ms_ = SteadyNowMs();
+  last_sync_ms_ = shared_.NowMs();
   PumpSync();
 }
 

@@ -24,6 +24,7 @@
 #include "node/gossip/gossip.h"
 #include "node/engine/limiter.h"
 #include "node/gossip/membership.h"
+#include "node/net/rate_limited_log.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
 #include "protocol/peer_auth.h"
@@ -34,26 +35,18 @@ namespace tally::gossip {
 using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
 
-int64_t SteadyNowMs();
-std::string PeerName(const tcp::socket& socket);  // address:port of the other end
 
 // The limits on frames a peer may send: the sender cuts frames at
 // Options::max_frame_bytes (at most 1 MiB) plus one entry.
 protocol::FrameLimits PeerFrameLimits();
 
-// Logs at warn level at most once a second; says how many were suppressed.
-class RateLimitedLog {
- public:
-  void Warn(const std::string& line);
-
- private:
-  int64_t last_ms_ = -1'000'000;
-  uint64_t suppressed_ = 0;
-};
-
 struct GossipShared {
   GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
-      : options(gossip_options), limiter(replicated) {}
+      : options(gossip_options), limiter(replicated), log(gossip_options.clock, "gossip warnings") {}
+
+  // The injected clock's readings (Options::clock).
+  int64_t NowMs() const { return options.clock->MonotonicMs(); }
+  int64_t WallMs() const { return options.clock->WallMs(); }
 
   const Gossip::Options options;  // options.cluster_secret: at least kMinSecretBytes
   Limiter* const limiter;
@@ -76,7 +69,7 @@ struct GossipShared {
   std::map<std::string, protocol::PeerLinkStatus> links;  // by address
   struct NodeState {
     protocol::PeerNodeStatus status;  // last_heard_ms_ago computed from last_heard_ms
-    int64_t last_heard_ms = 0;        // SteadyNowMs()
+    int64_t last_heard_ms = 0;        // NowMs()
     int sessions = 0;                 // open sessions from the node (a reconnect may overlap)
   };
   std::map<NodeId, NodeState> nodes;

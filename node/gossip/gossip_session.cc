@@ -2,10 +2,10 @@
 // and the frame reading both ends of a gossip connection use.
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 
 #include "node/common/clock.h"
 #include "node/gossip/gossip_peer.h"
+#include "node/net/acceptor.h"
 
 namespace tally::gossip {
 namespace {
@@ -15,37 +15,10 @@ constexpr size_t kMaxReadBytes = 256 * 1024;
 
 }  // namespace
 
-std::string PeerName(const tcp::socket& socket) {
-  asio::error_code ec;
-  const tcp::endpoint peer = socket.remote_endpoint(ec);
-  return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
-}
-
-int64_t SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 protocol::FrameLimits PeerFrameLimits() {
   protocol::FrameLimits limits;
   limits.max_frame_bytes = 4 << 20;
   return limits;
-}
-
-void RateLimitedLog::Warn(const std::string& line) {
-  const int64_t now_ms = SteadyNowMs();
-  if (now_ms - last_ms_ < 1'000) {
-    ++suppressed_;
-    return;
-  }
-  if (suppressed_ > 0) {
-    spdlog::warn("{} (and {} similar gossip warnings in the last second)", line, suppressed_);
-  } else {
-    spdlog::warn("{}", line);
-  }
-  last_ms_ = now_ms;
-  suppressed_ = 0;
 }
 
 asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
@@ -107,7 +80,7 @@ PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
       socket_(std::move(socket)),
       sessions_(sessions),
       peer_(PeerName(socket_)),
-      last_frame_ms_(SteadyNowMs()) {}
+      last_frame_ms_(shared_.NowMs()) {}
 
 void PeerSession::Start() {
   sessions_->insert(shared_from_this());
@@ -182,7 +155,7 @@ asio::awaitable<Status> PeerSession::Serve() {
       counted_ = true;
     }
     if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
-    last_frame_ms_ = SteadyNowMs();
+    last_frame_ms_ = shared_.NowMs();
     switch (message.kind) {
       case protocol::PeerMessageKind::kState:
         if (Status status = Merge(message); !status.ok()) co_return status;
@@ -235,7 +208,7 @@ Status PeerSession::Merge(const protocol::PeerMessage& message) {
 void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->Merge(members, SteadyNowMs(), SystemClock::Default()->WallMs());
+    shared_.membership->Merge(members, shared_.NowMs(), shared_.WallMs());
   }
   shared_.recovery_changed.notify_all();
   Heard(0, 0, false);
@@ -248,7 +221,7 @@ void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
   node.sessions += sessions;
   node.status.connected = node.sessions > 0;
   node.status.entries_merged += merged;
-  node.last_heard_ms = SteadyNowMs();
+  node.last_heard_ms = shared_.NowMs();
   if (synced) {
     ++node.status.full_syncs;
     shared_.synced.insert(node_id_);

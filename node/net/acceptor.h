@@ -1,5 +1,6 @@
-// Opening a listening socket, for the server and gossip (the two users of
-// asio in node/). Include it only from .cc files that include asio anyway.
+// Listening sockets and the names of accepted peers, for the server and
+// gossip (the two users of asio in node/). Include it only from .cc files
+// that include asio anyway.
 //
 // Thread safety: call before the acceptor's io_context runs.
 #pragma once
@@ -38,6 +39,13 @@ inline uint16_t BoundPort(const asio::ip::tcp::acceptor& acceptor) {
   asio::error_code ec;
   const asio::ip::tcp::endpoint endpoint = acceptor.local_endpoint(ec);
   return ec ? 0 : endpoint.port();
+}
+
+// "address:port" of the other end of a connected socket; "?" when unknown.
+inline std::string PeerName(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  const asio::ip::tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
 }
 
 }  // namespace tally

@@ -18,7 +18,6 @@ namespace tally {
 namespace {
 
 using asio::ip::tcp;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMinReadBytes = 4 * 1024;
 constexpr size_t kMaxReadBytes = 64 * 1024;  // a large frame's buffer grows as it arrives
@@ -43,12 +42,6 @@ std::string ErrorFrame(protocol::ErrorCode code, std::string message) {
   return frame;
 }
 
-std::string PeerName(const tcp::socket& socket) {
-  asio::error_code ec;
-  const tcp::endpoint peer = socket.remote_endpoint(ec);
-  return ec ? std::string("?") : peer.address().to_string() + ":" + std::to_string(peer.port());
-}
-
 class Connection;
 
 // One worker thread and what it owns.
@@ -66,9 +59,11 @@ struct Worker {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, Worker& worker, const Server::Options& options, Limiter* limiter,
-             RequestHandler::StatsSource stats)
+             const Clock* clock, RequestHandler::StatsSource stats)
       : socket_(std::move(socket)),
         timer_(worker.io),
+        clock_(clock),
+        deadline_ms_(clock->MonotonicMs()),
         worker_(worker),
         options_(options),
         peer_(PeerName(socket_)),
@@ -106,7 +101,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::awaitable<void> Serve() {
     size_t bytes_wanted = kMinReadBytes;
     while (!stop_requested_) {
-      deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
+      deadline_ms_ = clock_->MonotonicMs() + options_.idle_timeout_ms;
       const std::span<std::byte> room =
           in_.writable(std::clamp(bytes_wanted, kMinReadBytes, kMaxReadBytes));
       asio::error_code ec;
@@ -118,7 +113,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       in_.Commit(received);
       const bool keep_open = AnswerFrames(&bytes_wanted);
       if (!out_.empty()) {
-        deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.write_timeout_ms);
+        deadline_ms_ = clock_->MonotonicMs() + options_.write_timeout_ms;
         co_await asio::async_write(socket_, asio::buffer(out_),
                                    asio::redirect_error(asio::use_awaitable, ec));
         out_.clear();
@@ -133,10 +128,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the connection when its deadline passes without being moved on.
   asio::awaitable<void> Watchdog() {
     while (socket_.is_open()) {
-      timer_.expires_at(deadline_);
+      timer_.expires_after(std::chrono::milliseconds(deadline_ms_ - clock_->MonotonicMs()));
       asio::error_code ec;
       co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (socket_.is_open() && SteadyClock::now() >= deadline_) {
+      if (socket_.is_open() && clock_->MonotonicMs() >= deadline_ms_) {
         spdlog::info("closing connection from {}: {} timeout", peer_, reading_ ? "idle" : "write");
         Close();
       }
@@ -176,7 +171,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   tcp::socket socket_;
   asio::steady_timer timer_;
-  SteadyClock::time_point deadline_ = SteadyClock::now();
+  const Clock* const clock_;
+  int64_t deadline_ms_;  // clock_->MonotonicMs() at which the watchdog closes the connection
   Worker& worker_;
   const Server::Options& options_;
   const std::string peer_;
@@ -224,7 +220,7 @@ struct Server::Impl {
       }
       asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
         if (worker.stopping) return;
-        std::make_shared<Connection>(std::move(socket), worker, options, limiter,
+        std::make_shared<Connection>(std::move(socket), worker, options, limiter, clock,
                                      [this] { return Stats(); })
             ->Start();
       });

@@ -1,0 +1,83 @@
+// The gossip layer in-process: two Gossip instances on loopback, every
+// reading of time from one ManualClock, so membership timing is driven by
+// the test rather than by waiting.
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <string>
+
+#include "node/common/clock.h"
+#include "node/engine/limiter.h"
+#include "node/gossip/gossip.h"
+#include "tests/support/poll.h"
+
+namespace tally {
+namespace {
+
+struct TestNode {
+  TestNode(NodeId id, const Clock* clock) : limiter(LimiterOptions(id, clock)) {}
+
+  static Limiter::Options LimiterOptions(NodeId id, const Clock* clock) {
+    Limiter::Options options;
+    options.node_id = id;
+    options.clock = clock;
+    options.replicate = true;
+    return options;
+  }
+
+  Limiter limiter;
+  std::optional<Gossip> gossip;
+};
+
+protocol::MemberState StateOf(const Gossip& gossip, NodeId node) {
+  protocol::StatsReply stats;
+  gossip.AddStats(&stats);
+  for (const protocol::MemberStatus& member : stats.members) {
+    if (member.node_id == node) return member.state;
+  }
+  FAIL("node ", node, " is not a member");
+  return protocol::MemberState::kLeft;
+}
+
+// A peer that goes silent turns suspect and then dead exactly when the injected clock passes suspect-after and dead-after.
+TEST_CASE("gossip: membership timing follows the injected clock") {
+  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
+  Gossip::Options options;
+  options.cluster_secret = std::string(32, 's');
+  options.listen_port = 0;
+  options.clock = &clock;
+  options.suspect_after_ms = 1'000;
+  options.dead_after_ms = 3'000;
+
+  TestNode a(1, &clock), b(2, &clock);
+  a.gossip.emplace(options, &a.limiter);
+  REQUIRE(a.gossip->Listen().ok());
+  Gossip::Options b_options = options;
+  b_options.seeds = {"127.0.0.1:" + std::to_string(a.gossip->port())};
+  b.gossip.emplace(b_options, &b.limiter);
+  REQUIRE(b.gossip->Listen().ok());
+  a.gossip->Start();
+  b.gossip->Start();
+
+  // Joining takes real round trips on loopback; the clock stands still meanwhile.
+  REQUIRE(testing::PollUntil([&] {
+    protocol::StatsReply stats;
+    a.gossip->AddStats(&stats);
+    return stats.members.size() == 2;
+  }));
+  CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
+
+  b.gossip->Stop();  // silent from now on, without a leave
+  clock.AdvanceMs(999);
+  CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
+  clock.AdvanceMs(1);
+  CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kSuspect);
+  clock.AdvanceMs(1'999);
+  CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kSuspect);
+  clock.AdvanceMs(1);
+  CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kDead);
+  a.gossip->Stop();
+}
+
+}  // namespace
+}  // namespace tally
