@@ -1,0 +1,152 @@
+// RequestHandler: decoded requests in, responses and worker counters out,
+// with a real engine on a ManualClock and no I/O.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "node/common/clock.h"
+#include "node/engine/limiter.h"
+#include "node/server/request_handler.h"
+#include "protocol/messages.h"
+
+namespace tally {
+namespace {
+
+struct Fixture {
+  Fixture() : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, [] { return Stats(); }) {}
+
+  static Limiter::Options LimiterOptions(const Clock* clock) {
+    Limiter::Options options;
+    options.clock = clock;
+    options.max_keys = 2;
+    return options;
+  }
+  static protocol::StatsReply Stats() {
+    protocol::StatsReply stats;
+    stats.uptime_ms = 1234;
+    return stats;
+  }
+
+  static protocol::Check CheckOf(std::string_view key, uint64_t limit, uint64_t cost = 1) {
+    return protocol::Check{key, LimitSpec{Algorithm::kFixedWindow, limit, 1'000}, cost};
+  }
+
+  ManualClock clock{1'700'000'000'000};
+  Limiter limiter;
+  WorkerCounters counters;
+  RequestHandler handler;
+  protocol::Response response;
+};
+
+uint64_t Get(const std::atomic<uint64_t>& counter) { return counter.load(); }
+
+// A batch is answered in order, one outcome per check, and the counters split allowed from denied.
+TEST_CASE("request handler: decides a batch in order and counts allowed and denied") {
+  Fixture f;
+  protocol::Request request;
+  request.id = 42;
+  request.checks = {Fixture::CheckOf("a", 2), Fixture::CheckOf("a", 2), Fixture::CheckOf("a", 2)};
+  f.handler.Handle(request, &f.response);
+
+  CHECK(f.response.id == 42);
+  CHECK(f.response.kind == protocol::ResponseKind::kCheck);
+  REQUIRE(f.response.outcomes.size() == 3);
+  CHECK(f.response.outcomes[0].decision.allowed);
+  CHECK(f.response.outcomes[0].decision.remaining == 1);
+  CHECK(f.response.outcomes[1].decision.allowed);
+  CHECK_FALSE(f.response.outcomes[2].decision.allowed);
+  CHECK(f.response.outcomes[2].decision.retry_after_ms == 1'000);
+  CHECK(Get(f.counters.checks) == 3);
+  CHECK(Get(f.counters.allowed) == 2);
+  CHECK(Get(f.counters.denied) == 1);
+  CHECK(Get(f.counters.errors) == 0);
+}
+
+// A bad check becomes that check's error; the others in the batch are still decided.
+TEST_CASE("request handler: a bad check fails alone") {
+  Fixture f;
+  protocol::Request request;
+  request.checks = {Fixture::CheckOf("", 5), Fixture::CheckOf("ok", 5)};
+  request.checks.push_back(protocol::Check{"x", LimitSpec{static_cast<Algorithm>(9), 5, 1'000}, 1});
+  f.handler.Handle(request, &f.response);
+
+  REQUIRE(f.response.outcomes.size() == 3);
+  CHECK(f.response.outcomes[0].error == protocol::ErrorCode::kInvalidArgument);
+  CHECK_FALSE(f.response.outcomes[0].error_message.empty());
+  CHECK(f.response.outcomes[0].decision == Decision());
+  CHECK(f.response.outcomes[1].error == protocol::ErrorCode::kOk);
+  CHECK(f.response.outcomes[1].error_message.empty());
+  CHECK(f.response.outcomes[1].decision.allowed);
+  CHECK(f.response.outcomes[2].error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(Get(f.counters.errors) == 2);
+  CHECK(Get(f.counters.allowed) == 1);
+  CHECK(Get(f.counters.denied) == 0);
+}
+
+// A new key beyond the key cap is resource_exhausted for that check only.
+TEST_CASE("request handler: the key cap is a per-check resource_exhausted") {
+  Fixture f;
+  protocol::Request request;
+  request.checks = {Fixture::CheckOf("k1", 5), Fixture::CheckOf("k2", 5), Fixture::CheckOf("k3", 5),
+                    Fixture::CheckOf("k1", 5)};
+  f.handler.Handle(request, &f.response);
+
+  REQUIRE(f.response.outcomes.size() == 4);
+  CHECK(f.response.outcomes[2].error == protocol::ErrorCode::kResourceExhausted);
+  CHECK(f.response.outcomes[3].error == protocol::ErrorCode::kOk);
+  CHECK(f.response.outcomes[3].decision.remaining == 3);
+}
+
+// A response object reused for the next request keeps nothing of the previous one.
+TEST_CASE("request handler: a reused response is replaced, not appended to") {
+  Fixture f;
+  protocol::Request first;
+  first.checks = {Fixture::CheckOf("", 5), Fixture::CheckOf("a", 5)};
+  f.handler.Handle(first, &f.response);
+  protocol::Request second;
+  second.id = 7;
+  second.checks = {Fixture::CheckOf("b", 5)};
+  f.handler.Handle(second, &f.response);
+
+  CHECK(f.response.id == 7);
+  REQUIRE(f.response.outcomes.size() == 1);
+  CHECK(f.response.outcomes[0].error == protocol::ErrorCode::kOk);
+  CHECK(f.response.outcomes[0].error_message.empty());
+  CHECK(f.response.error == protocol::ErrorCode::kOk);
+}
+
+// A stats request is answered from the stats source; an unknown kind is unsupported.
+TEST_CASE("request handler: stats from the source, unknown kinds unsupported") {
+  Fixture f;
+  protocol::Request stats;
+  stats.id = 3;
+  stats.kind = protocol::RequestKind::kStats;
+  f.handler.Handle(stats, &f.response);
+  CHECK(f.response.kind == protocol::ResponseKind::kStats);
+  CHECK(f.response.stats.uptime_ms == 1234);
+
+  protocol::Request unknown;
+  unknown.id = 4;
+  unknown.kind = protocol::RequestKind::kUnknown;
+  f.handler.Handle(unknown, &f.response);
+  CHECK(f.response.id == 4);
+  CHECK(f.response.kind == protocol::ResponseKind::kError);
+  CHECK(f.response.error == protocol::ErrorCode::kUnsupported);
+  CHECK(Get(f.counters.checks) == 0);
+}
+
+// The handler decides at the engine's clock: a full window passes again once the clock moves on.
+TEST_CASE("request handler: decisions follow the injected clock") {
+  Fixture f;
+  protocol::Request request;
+  request.checks = {Fixture::CheckOf("a", 1), Fixture::CheckOf("a", 1)};
+  f.handler.Handle(request, &f.response);
+  CHECK_FALSE(f.response.outcomes[1].decision.allowed);
+  f.clock.AdvanceMs(1'000);
+  request.checks = {Fixture::CheckOf("a", 1)};
+  f.handler.Handle(request, &f.response);
+  CHECK(f.response.outcomes[0].decision.allowed);
+}
+
+}  // namespace
+}  // namespace tally
