@@ -13,7 +13,7 @@
 
 namespace tally {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code : unsigned char {
     kOk = 0,

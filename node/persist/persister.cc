@@ -11,12 +11,14 @@ namespace tally {
 Persister::Persister(const Options& options, Limiter* limiter, storage::Store* store)
     : options_(options), limiter_(limiter), store_(store) {}
 
-Persister::~Persister() { Stop(); }
+// Owners call Stop themselves to learn how the final checkpoint went; here it
+// is only the last resort, and WriteRun has logged any failure.
+Persister::~Persister() { static_cast<void>(Stop()); }
 
 void Persister::Start() {
   flush_thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "tally-flush");
-    Every(options_.flush_interval_ms, [this] { Flush(); });
+    Every(options_.flush_interval_ms, [this] { static_cast<void>(Flush()); });  // WriteRun logs
   });
   if (options_.compaction_interval_ms > 0) {  // its own thread: a long compaction delays no flush
     compaction_thread_ = std::thread([this] {
