@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "protocol/framing.h"
@@ -29,6 +30,28 @@ using internal::ScratchSegment;
 using internal::ViewOf;
 
 constexpr uint64_t kWordBytes = sizeof(capnp::word);
+
+// The schema's constants and the C++ enums name the same numbers.
+template <typename Enum>
+constexpr auto Number(Enum value) {
+  return static_cast<std::underlying_type_t<Enum>>(value);
+}
+static_assert(Number(Algorithm::kFixedWindow) == wire::ALGORITHM_FIXED_WINDOW);
+static_assert(Number(Algorithm::kSlidingWindowLog) == wire::ALGORITHM_SLIDING_LOG);
+static_assert(Number(Algorithm::kSlidingWindowCounter) == wire::ALGORITHM_SLIDING_COUNTER);
+static_assert(Number(Algorithm::kTokenBucket) == wire::ALGORITHM_TOKEN_BUCKET);
+static_assert(Number(ErrorCode::kOk) == wire::ERROR_OK);
+static_assert(Number(ErrorCode::kInvalidArgument) == wire::ERROR_INVALID_ARGUMENT);
+static_assert(Number(ErrorCode::kResourceExhausted) == wire::ERROR_RESOURCE_EXHAUSTED);
+static_assert(Number(ErrorCode::kMalformedFrame) == wire::ERROR_MALFORMED_FRAME);
+static_assert(Number(ErrorCode::kFrameTooLarge) == wire::ERROR_FRAME_TOO_LARGE);
+static_assert(Number(ErrorCode::kUnsupported) == wire::ERROR_UNSUPPORTED);
+static_assert(Number(ErrorCode::kUnavailable) == wire::ERROR_UNAVAILABLE);
+static_assert(Number(ErrorCode::kInternal) == wire::ERROR_INTERNAL);
+static_assert(Number(MemberState::kAlive) == wire::MEMBER_ALIVE);
+static_assert(Number(MemberState::kSuspect) == wire::MEMBER_SUSPECT);
+static_assert(Number(MemberState::kDead) == wire::MEMBER_DEAD);
+static_assert(Number(MemberState::kLeft) == wire::MEMBER_LEFT);
 
 // --- framing -----------------------------------------------------------------
 

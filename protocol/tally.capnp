@@ -19,13 +19,40 @@ struct Request {
   union {
     check @1 :List(Check);  # a batch of checks, answered in order
     stats @2 :Void;
-    # Later: gossip / membership members get the next ordinals.
+    # New client request kinds get the next ordinals. Peers never use this
+    # struct: they speak PeerMessage on the gossip port (below).
   }
 }
 
+# The numbers the fields below carry, readable by code generated in any
+# language. The C++ enums (tally::Algorithm, tally::protocol::ErrorCode,
+# tally::protocol::MemberState) are checked against these at compile time.
+
+# Check.algorithm
+const algorithmFixedWindow :UInt8 = 0;
+const algorithmSlidingLog :UInt8 = 1;
+const algorithmSlidingCounter :UInt8 = 2;
+const algorithmTokenBucket :UInt8 = 3;
+
+# Error.code
+const errorOk :UInt16 = 0;
+const errorInvalidArgument :UInt16 = 1;    # a bad key, spec or cost; nothing changed
+const errorResourceExhausted :UInt16 = 2;  # a cap was hit (keys, connections)
+const errorMalformedFrame :UInt16 = 3;     # bytes that are no valid frame or message; closed
+const errorFrameTooLarge :UInt16 = 4;      # over the server's frame limit; closed
+const errorUnsupported :UInt16 = 5;        # a request kind this server does not know
+const errorUnavailable :UInt16 = 6;        # the server is shutting down
+const errorInternal :UInt16 = 7;
+
+# MemberStatus.state
+const memberAlive :UInt8 = 0;
+const memberSuspect :UInt8 = 1;
+const memberDead :UInt8 = 2;
+const memberLeft :UInt8 = 3;
+
 struct Check {
   key @0 :Data;            # 1..256 bytes, binary allowed
-  algorithm @1 :UInt8;     # tally::Algorithm's number; an unknown one is rejected per check
+  algorithm @1 :UInt8;     # one of the algorithm* constants above; an unknown one is rejected per check
   limit @2 :UInt64;        # requests per window (token bucket: capacity)
   windowMs @3 :UInt64;     # ms
   cost @4 :UInt64 = 1;     # requests this check consumes; 0 peeks
@@ -57,7 +84,7 @@ struct Decision {
 }
 
 struct Error {
-  code @0 :UInt16;  # tally::protocol::ErrorCode; stable values
+  code @0 :UInt16;  # one of the error* constants above
   message @1 :Text;
 }
 
@@ -117,7 +144,7 @@ struct PeerNodeStatus {
 struct MemberStatus {
   nodeId @0 :UInt64;
   address @1 :Text;
-  state @2 :UInt8;  # tally::protocol::MemberState: 0 alive, 1 suspect, 2 dead, 3 left
+  state @2 :UInt8;  # one of the member* constants above
   incarnation @3 :UInt64;
   heartbeat @4 :UInt64;
   lastHeardMsAgo @5 :UInt64;
@@ -130,7 +157,7 @@ struct MemberStatus {
 # dialling node's state to the accepting node: a hello each way first, then
 # any number of state, syncDone and heartbeat messages from the dialler.
 # Every message but the dialler's hello is followed by a seal that proves
-# the cluster secret (protocol/peer_auth.h). See node/gossip.h.
+# the cluster secret (protocol/peer_auth.h). See node/gossip/gossip.h.
 
 struct PeerMessage {
   union {
@@ -139,7 +166,7 @@ struct PeerMessage {
     syncDone @2 :Void;   # everything live was sent since the last full = true state
     heartbeat @3 :Void;  # nothing to send: the link is alive
     seal @4 :PeerSeal;   # follows the message it seals
-    members @5 :PeerMembers;  # the sender's membership table (node/membership.h)
+    members @5 :PeerMembers;  # the sender's membership table (node/gossip/membership.h)
   }
 }
 
