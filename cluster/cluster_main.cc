@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "node/common/version.h"
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
 
@@ -186,6 +187,7 @@ int main(int argc, char** argv) {
   tally::cluster::DemandOptions demand;
   double factor = 4;
   CLI::App app("tally-cluster: a local tally cluster on 127.0.0.1");
+  app.set_version_flag("--version", tally::VersionLine("tally-cluster"));
   app.require_subcommand(1);
   app.fallthrough();  // --nodes and --tallyd also after the subcommand
   app.add_option("--tallyd", options.tallyd_path, "The tallyd binary")->capture_default_str();

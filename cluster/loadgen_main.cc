@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cluster/loadgen.h"
+#include "node/common/version.h"
 #include "node/common/json.h"
 
 namespace tally {
@@ -99,6 +100,7 @@ void PrintRow(const std::string& label, const LoadOptions& options, const LoadRe
 
 int Main(int argc, char** argv) {
   CLI::App app{"tally-loadgen: closed-loop load against tallyd or Redis, for loopback benchmarks."};
+  app.set_version_flag("--version", tally::VersionLine("tally-loadgen"));
   app.footer(
       "Each connection keeps --depth requests in flight until --duration-ms has passed or --requests\n"
       "have been sent, then waits for the replies and closes. Exit status: 0 on success, 1 when\n"

@@ -3,10 +3,13 @@
 // Limit 100 per minute. A client sends 100 requests at 0:59, 100 at 1:00 and
 // 100 more at 1:30. The engine runs on a manual clock, so the replay is exact
 // and instant. The token bucket gets capacity 100 refilled at 100 per minute.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <string>
 
 #include "node/common/clock.h"
+#include "node/common/version.h"
 #include "node/engine/limiter.h"
 
 namespace {
@@ -19,7 +22,10 @@ constexpr int64_t kBurstAtMs[] = {59'000, 60'000, 90'000};
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app("tally-demo: the seed's boundary scenario through the engine's four algorithms");
+  app.set_version_flag("--version", tally::VersionLine("tally-demo"));
+  CLI11_PARSE(app, argc, argv);
   std::printf(
       "The seed's boundary scenario: limit 100 per minute; a client sends %d requests\n"
       "at 0:59, %d at 1:00 and %d at 1:30. What each algorithm admits:\n\n",

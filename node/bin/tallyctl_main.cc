@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "node/common/version.h"
 #include "node/common/json.h"
 #include "node/common/limit.h"
 #include "protocol/client.h"
@@ -164,6 +165,7 @@ int main(int argc, char** argv) {
   uint64_t cost = 1;
 
   CLI::App app("tallyctl: query a tallyd");
+  app.set_version_flag("--version", tally::VersionLine("tallyctl"));
   app.require_subcommand(1);
   app.add_option("--host", options.host, "tallyd address")->capture_default_str();
   app.add_option("--port", options.port, "tallyd port")->capture_default_str();

@@ -16,6 +16,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "node/common/version.h"
 #include "node/common/clock.h"
 #include "node/gossip/gossip.h"
 #include "protocol/peer_auth.h"
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
   int64_t escrow_epoch_ms = 200;
 
   CLI::App app("tallyd: a distributed rate limiter node");
+  app.set_version_flag("--version", tally::VersionLine("tallyd"));
   app.set_config("--config", "", "Read options from a TOML file (flags override it)");
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")

@@ -39,6 +39,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "node/common/version.h"
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
 
@@ -364,6 +365,7 @@ int main(int argc, char** argv) {
   Settings settings;
   std::string json_path;
   CLI::App app("cluster_bench: tally clusters of 3 and 5 local nodes against local-only nodes");
+  app.set_version_flag("--version", tally::VersionLine("cluster_bench"));
   app.add_option("--tallyd", settings.tallyd, "tallyd binary")->required();
   app.add_option("--loadgen", settings.loadgen, "tally-loadgen binary")->required();
   app.add_option("--loadgen-cpu", settings.loadgen_cpu, "Pin tally-loadgen to this CPU (-1: no)");
