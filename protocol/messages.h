@@ -83,7 +83,7 @@ struct PeerNodeStatus {
 };
 
 // What a member says about itself; gossiped from node to node in members
-// messages (node/membership.h), so it reaches nodes it has no link to.
+// messages (node/gossip/membership.h), so it reaches nodes it has no link to.
 struct MemberRecord {
   uint64_t node_id = 0;
   std::string address;         // where its gossip port is reached (host:port)

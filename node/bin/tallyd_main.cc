@@ -1,4 +1,4 @@
-// tallyd: the tally daemon. Serves the protocol (node/server.h) over TCP.
+// tallyd: the tally daemon. Serves the protocol (node/server/server.h) over TCP.
 //
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags

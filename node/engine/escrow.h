@@ -1,5 +1,5 @@
 // Share of remaining (escrow): how much of what is left of a limit one node
-// may spend in an epoch (DESIGN.md "Overshoot"; bounded counters, Balegas et
+// may spend in an epoch (ARCHITECTURE.md "The overshoot bound"; bounded counters, Balegas et
 // al. 2015).
 //
 // Near the limit, nodes that each spend all that remains in their view

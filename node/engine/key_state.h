@@ -20,7 +20,7 @@
 namespace tally {
 
 // Other nodes' slots of a counting key: allocated once a peer reports, or,
-// with escrow (node/escrow.h), once the key is checked: its epoch lives here.
+// with escrow (node/engine/escrow.h), once the key is checked: its epoch lives here.
 struct RemoteCounts {
   GCounter current;
   GCounter previous;

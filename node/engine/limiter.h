@@ -1,16 +1,18 @@
 // Limiter: the rate-limit engine of one node. Pure computation: no threads,
 // no I/O, no timers. The daemon, persistence and gossip sit around it.
 //
-// State model (shared/notes/DESIGN.md "State model"):
+// State model (ARCHITECTURE.md "State model"):
 //  - A limit is identified by (key, algorithm, window_ms); each has its own
 //    state. The limit value is applied at decision time.
 //  - Fixed window and sliding-window counter keep, per wall-clock-aligned
 //    window w = floor(wall_ms / window_ms), a G-counter with one slot per
-//    node. This node increments only its own slot; ReadCounts/MergeCounts
-//    export and import slots (slot-wise max) for replication.
+//    node. This node increments only its own slot; Read/Merge export and
+//    import every node's slots (slot-wise max) for replication.
 //  - Sliding-window log keeps (timestamp, cost) entries of the trailing
-//    window; token bucket keeps a level and the time of its last refill.
-//    Both are local to this node.
+//    window, per node: this node's own, and those peers report (merged by
+//    max per node and millisecond), so it is replicated as well.
+//  - Token bucket keeps a level and the time of its last refill. It is
+//    local to this node: a client spread over N nodes gets N buckets.
 //  - Time: Clock::WallMs(), clamped per shard so that it never moves
 //    backwards (a wall-clock step back freezes time until it catches up).
 //
@@ -56,7 +58,7 @@ class Limiter {
     bool track_changes = false;
     // Record which keys are admitted to, for CollectGossip (replication).
     bool replicate = false;
-    // Share of remaining (node/escrow.h) for fixed window and sliding
+    // Share of remaining (node/engine/escrow.h) for fixed window and sliding
     // counter keys that peers report: 0 off, else the epoch (one gossip
     // interval). cluster_size: the members, this node included, until
     // SetClusterView says otherwise.

@@ -64,7 +64,7 @@ struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
-  // Escrow (node/escrow.h) and the partition mode, set once before any
+  // Escrow (node/engine/escrow.h) and the partition mode, set once before any
   // use: escrow is on when epoch_ms > 0.
   struct Escrow {
     int64_t epoch_ms = 0;

@@ -2,7 +2,7 @@
 // merges theirs, so that every node enforces one cluster-wide limit; and
 // keeps the cluster's membership (README "Cluster").
 //
-// Membership (node/membership.h): the node starts from seeds (host:port,
+// Membership (node/gossip/membership.h): the node starts from seeds (host:port,
 // the name may resolve to several addresses; seeds that are this node are
 // skipped) and dials them; each link sends this node's membership table
 // right after the handshake and every membership_interval_ms, with this

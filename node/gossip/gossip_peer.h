@@ -1,5 +1,5 @@
-// Internal to node/gossip*.cc: what the gossip links and sessions share.
-// Includes asio: never include it from a header outside node/gossip*.cc.
+// Internal to node/gossip/*.cc: what the gossip links and sessions share.
+// Includes asio: never include it from a header outside node/gossip/.
 //
 // Threads: everything here runs on the gossip thread, except GossipShared's
 // counters (relaxed atomics) and the fields guarded by GossipShared::mu,

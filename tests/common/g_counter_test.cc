@@ -1,4 +1,4 @@
-// Unit tests of the G-counter CRDT (node/g_counter.h).
+// Unit tests of the G-counter CRDT (node/common/g_counter.h).
 #include <doctest/doctest.h>
 
 #include <random>

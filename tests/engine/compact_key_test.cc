@@ -1,4 +1,4 @@
-// Unit tests of CompactKey (node/compact_key.h): inline and heap keys, marks.
+// Unit tests of CompactKey (node/engine/compact_key.h): inline and heap keys, marks.
 #include <doctest/doctest.h>
 
 #include <string>

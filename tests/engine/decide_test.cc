@@ -1,4 +1,4 @@
-// Unit tests of the pure decision functions (node/decide.h).
+// Unit tests of the pure decision functions (node/engine/decide.h).
 #include <doctest/doctest.h>
 
 #include "node/engine/decide.h"

@@ -1,4 +1,4 @@
-// Unit tests of share-of-remaining (node/escrow.h), of three engines that
+// Unit tests of share-of-remaining (node/engine/escrow.h), of three engines that
 // gossip on a ManualClock with and without it (the overshoot near the
 // limit), and of the partition modes.
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 // Each scenario has its own fixed seed (printed on failure, so it replays exactly), a
 // ManualClock that only moves forward (standing still, small steps, exact window starts,
 // whole-window jumps) and one Limiter holding 1-5 limits on 3 keys, requests interleaved.
-// The model follows the semantics in node/limit.h in exact integer "scaled" units
+// The model follows the semantics in node/common/limit.h in exact integer "scaled" units
 // (cost * window_ms) and shares no code with the engine.
 
 #include <doctest/doctest.h>

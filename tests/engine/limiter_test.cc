@@ -1,4 +1,4 @@
-// Unit tests of the limiter engine (node/limiter.h) on a manual clock.
+// Unit tests of the limiter engine (node/engine/limiter.h) on a manual clock.
 #include <doctest/doctest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Unit tests of the membership table (node/membership.h): heartbeats spread
+// Unit tests of the membership table (node/gossip/membership.h): heartbeats spread
 // through a third node, failure detection on explicit times, leave, rejoin.
 #include <doctest/doctest.h>
 

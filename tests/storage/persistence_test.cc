@@ -316,7 +316,7 @@ TEST_CASE("persistence: an unusable data directory is refused at start") {
 
 // A full disk: write errors are counted, decisions stay correct, SIGTERM still ends tallyd.
 TEST_CASE("persistence: a full disk degrades to memory and keeps serving") {
-  // Expected exit code 1: node/tallyd_main.cc returns 1 when Persister::Stop's
+  // Expected exit code 1: node/bin/tallyd_main.cc returns 1 when Persister::Stop's
   // final checkpoint fails ("final checkpoint failed"), as it does while the disk is full.
   constexpr uint64_t kLimit = 10;
   TempDir dir;

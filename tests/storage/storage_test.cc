@@ -1,5 +1,5 @@
 // Tests of persistence: the record and run formats (storage/record.h,
-// storage/run.h), the RocksDB store (storage/store.h) and the Persister (node/persister.h) on a real store.
+// storage/run.h), the RocksDB store (storage/store.h) and the Persister (node/persist/persister.h) on a real store.
 // Each test works in its own temporary directory and on a ManualClock.
 #include <doctest/doctest.h>
 
@@ -119,8 +119,7 @@ std::vector<KeySnapshot> Samples(int64_t now_ms) {
   };
 }
 
-// Every field of a snapshot as text, for comparing snapshots and reading a mismatch.
-// (KeySnapshot::operator== does not compile: LogStamp in node/decide.h has no operator==.)
+// Every field of a snapshot as text, so that a mismatch reads as a diff.
 std::string Describe(const KeySnapshot& s) {
   std::ostringstream out;
   out << AlgorithmName(s.algorithm) << " window " << s.window_ms << " key " << std::hex;
