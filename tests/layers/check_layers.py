@@ -22,11 +22,12 @@ ALLOWED = {
     "node/common": set(),
     "node/engine": {"node/common"},
     "node/net": {"node/common"},
-    "node/server": {"node/common", "node/engine", "node/net", "protocol"},
+    "node/policy": {"node/common", "node/engine"},
+    "node/server": {"node/common", "node/engine", "node/net", "node/policy", "protocol"},
     "node/gossip": {"node/common", "node/engine", "node/net", "protocol"},
     "node/persist": {"node/common", "node/engine", "storage"},
     "node/bin": {"node/common", "node/engine", "node/net", "node/server", "node/gossip",
-                 "node/persist", "protocol", "storage"},
+                 "node/persist", "node/policy", "protocol", "storage"},
     "protocol": {"node/common"},
     "storage": {"node/common"},
     "cluster": {"node/common", "protocol"},
@@ -42,7 +43,7 @@ FORBIDDEN_SYSTEM = {
 # Targets that must link no engine and no part of the daemon.
 NO_ENGINE = ["tally_common", "tally_protocol", "tally_storage", "tally_client", "tallyctl",
              "tally-loadgen", "tally_harness"]
-DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister"}
+DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister", "tally_policy"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SOURCE_SUFFIXES = (".h", ".cc")

@@ -1,0 +1,61 @@
+// CheckDescriptors: one request by domain and descriptors, decided by the
+// engine under the node's policies. Every front that checks by policy (the
+// Cap'n Proto protocol, Envoy's gRPC service) answers through it, so they
+// all mean the same thing.
+//
+// Per descriptor, in order:
+//  - no rule matches (unknown domain, no limit at that depth), or the rule
+//    is replaced by another matched rule: kNoLimit, nothing counted;
+//  - an unlimited rule: kUnlimited, nothing counted;
+//  - otherwise the engine decides `hits` (0 counts as 1, as Envoy's
+//    hits_addend) on the descriptor's counter key (CounterKey) under the
+//    rule's limit: kLimited with the decision, or the engine's error;
+//  - in shadow mode a denial is reported (shadow_denied) but allowed.
+// Each descriptor is decided on its own: a denial of one does not undo the
+// admission of another (as in envoyproxy/ratelimit).
+//
+// Thread safety: stateless; the Limiter is thread-safe. The scratch object
+// is per caller (one per connection or worker) so that steady traffic
+// allocates little.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "node/engine/limiter.h"
+#include "node/policy/policy.h"
+
+namespace tally {
+
+struct DescriptorOutcome {
+  enum class Kind : uint8_t { kNoLimit, kUnlimited, kLimited };
+  Kind kind = Kind::kNoLimit;
+  const PolicyRule* rule = nullptr;  // kUnlimited, kLimited; owned by the PolicySet
+  Status status;                     // kLimited: the engine's error, if any
+  Decision decision;                 // kLimited with an OK status
+  bool shadow_denied = false;        // denied, but allowed: the rule is in shadow mode
+  // False only for a kLimited descriptor the engine denied outside shadow mode.
+  bool allowed() const { return kind != Kind::kLimited || (status.ok() && decision.allowed) || shadow_denied; }
+};
+
+struct PolicyCheckScratch {
+  std::vector<const PolicyRule*> matched;
+  std::vector<std::string> keys;
+  std::vector<Limiter::CheckRequest> batch;
+  std::vector<Limiter::CheckResult> results;
+  std::vector<size_t> descriptor_of;  // batch index -> descriptor index
+};
+
+// One descriptor: its entries, views owned by the caller.
+using DescriptorView = std::span<const DescriptorEntry>;
+
+// Fills *outcomes (one per descriptor). The PolicySet must outlive the use
+// of the outcomes' rule pointers.
+void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_view domain,
+                      std::span<const DescriptorView> descriptors, uint64_t hits,
+                      PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes);
+
+}  // namespace tally
