@@ -4,11 +4,17 @@ namespace tally {
 
 void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_view domain,
                       std::span<const DescriptorView> descriptors, uint64_t hits,
-                      PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes) {
-  const uint64_t cost = hits == 0 ? 1 : hits;
+                      PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes,
+                      std::span<const DescriptorOverride> overrides) {
   const size_t count = descriptors.size();
+  const auto override_of = [&](size_t i) {
+    return overrides.empty() ? DescriptorOverride() : overrides[i];
+  };
   scratch->matched.resize(count);
-  for (size_t i = 0; i < count; ++i) scratch->matched[i] = policies.Match(domain, descriptors[i]);
+  for (size_t i = 0; i < count; ++i) {
+    const PolicyRule* rule = override_of(i).rule;
+    scratch->matched[i] = rule != nullptr ? rule : policies.Match(domain, descriptors[i]);
+  }
   const std::vector<bool> replaced = ReplacedRules(scratch->matched);
 
   outcomes->assign(count, DescriptorOutcome());
@@ -32,8 +38,10 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
   scratch->batch.resize(checks);
   scratch->results.resize(checks);
   for (size_t j = 0; j < checks; ++j) {
-    const PolicyRule& rule = *(*outcomes)[scratch->descriptor_of[j]].rule;
-    scratch->batch[j] = Limiter::CheckRequest{scratch->keys[j], rule.spec, cost};
+    const size_t i = scratch->descriptor_of[j];
+    const uint64_t own_hits = override_of(i).hits != 0 ? override_of(i).hits : hits;
+    scratch->batch[j] =
+        Limiter::CheckRequest{scratch->keys[j], (*outcomes)[i].rule->spec, own_hits == 0 ? 1 : own_hits};
   }
   limiter->CheckBatch(scratch->batch, scratch->results);
   for (size_t j = 0; j < checks; ++j) {

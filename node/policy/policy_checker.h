@@ -8,7 +8,7 @@
 //    is replaced by another matched rule: kNoLimit, nothing counted;
 //  - an unlimited rule: kUnlimited, nothing counted;
 //  - otherwise the engine decides `hits` (0 counts as 1, as Envoy's
-//    hits_addend) on the descriptor's counter key (CounterKey) under the
+//    hits_addend; a descriptor's override may set its own) on the descriptor's counter key (CounterKey) under the
 //    rule's limit: kLimited with the decision, or the engine's error;
 //  - in shadow mode a denial is reported (shadow_denied) but allowed.
 // Each descriptor is decided on its own: a denial of one does not undo the
@@ -52,10 +52,19 @@ struct PolicyCheckScratch {
 // One descriptor: its entries, views owned by the caller.
 using DescriptorView = std::span<const DescriptorEntry>;
 
-// Fills *outcomes (one per descriptor). The PolicySet must outlive the use
-// of the outcomes' rule pointers.
+// What a caller may set per descriptor instead of the policy and the
+// request's hits (Envoy's RateLimitOverride and per-descriptor hits_addend).
+struct DescriptorOverride {
+  const PolicyRule* rule = nullptr;  // used instead of the matched rule; owned by the caller
+  uint64_t hits = 0;                 // 0: the request's hits
+};
+
+// Fills *outcomes (one per descriptor). `overrides` is empty or holds one
+// entry per descriptor. The PolicySet (and any override rule) must outlive
+// the use of the outcomes' rule pointers.
 void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_view domain,
                       std::span<const DescriptorView> descriptors, uint64_t hits,
-                      PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes);
+                      PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes,
+                      std::span<const DescriptorOverride> overrides = {});
 
 }  // namespace tally

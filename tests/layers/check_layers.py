@@ -23,11 +23,12 @@ ALLOWED = {
     "node/engine": {"node/common"},
     "node/net": {"node/common"},
     "node/policy": {"node/common", "node/engine"},
+    "node/grpc": {"node/common", "node/engine", "node/policy", "envoy"},
     "node/server": {"node/common", "node/engine", "node/net", "node/policy", "protocol"},
     "node/gossip": {"node/common", "node/engine", "node/net", "protocol"},
     "node/persist": {"node/common", "node/engine", "storage"},
     "node/bin": {"node/common", "node/engine", "node/net", "node/server", "node/gossip",
-                 "node/persist", "node/policy", "protocol", "storage"},
+                 "node/persist", "node/policy", "node/grpc", "protocol", "storage"},
     "protocol": {"node/common"},
     "storage": {"node/common"},
     "cluster": {"node/common", "protocol"},
@@ -43,7 +44,8 @@ FORBIDDEN_SYSTEM = {
 # Targets that must link no engine and no part of the daemon.
 NO_ENGINE = ["tally_common", "tally_protocol", "tally_storage", "tally_client", "tallyctl",
              "tally-loadgen", "tally_harness"]
-DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister", "tally_policy"}
+DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister", "tally_policy",
+               "tally_grpc"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SOURCE_SUFFIXES = (".h", ".cc")
