@@ -77,7 +77,8 @@ class TallySession : public Session {
       case protocol::ResponseKind::kCheck:
         break;
       case protocol::ResponseKind::kStats:
-        return Status::Corruption("tally answered a check with a stats response");
+      case protocol::ResponseKind::kPolicyCheck:
+        return Status::Corruption("tally answered a check with another kind of response");
     }
     if (response_.outcomes.size() != batch_) {
       return Status::Corruption("tally answered " + std::to_string(response_.outcomes.size()) +

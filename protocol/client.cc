@@ -163,6 +163,21 @@ Status Client::Check(const protocol::Check& check, protocol::CheckOutcome* outco
   return Status::OK();
 }
 
+Status Client::CheckPolicy(const protocol::PolicyCheck& check,
+                           std::vector<protocol::PolicyOutcome>* outcomes) {
+  protocol::Request request;
+  request.kind = protocol::RequestKind::kPolicyCheck;
+  request.policy_check = check;
+  protocol::Response response;
+  if (Status status = Call(std::move(request), &response); !status.ok()) return status;
+  if (response.kind != protocol::ResponseKind::kPolicyCheck ||
+      response.policy_outcomes.size() != check.descriptor_sizes.size()) {
+    return Status::Corruption("policy check response does not answer every descriptor");
+  }
+  *outcomes = std::move(response.policy_outcomes);
+  return Status::OK();
+}
+
 Status Client::Stats(protocol::StatsReply* stats) {
   protocol::Request request;
   request.kind = protocol::RequestKind::kStats;

@@ -50,6 +50,11 @@ class Client {
   Status CheckBatch(std::span<const protocol::Check> checks,
                     std::vector<protocol::CheckOutcome>* outcomes);
   Status Stats(protocol::StatsReply* stats);
+  // A check by policy (domain and descriptors): one outcome per descriptor.
+  // A malformed check (empty domain, no descriptors, an empty key) is a
+  // non-OK status; a descriptor's own error is in its outcome.
+  Status CheckPolicy(const protocol::PolicyCheck& check,
+                     std::vector<protocol::PolicyOutcome>* outcomes);
 
   // Pipelining. Send encodes the request with the next id (returned in
   // *request_id) into the send buffer; Flush writes the buffer; Receive reads

@@ -100,9 +100,39 @@ Check ReadCheck(wire::Check::Reader in) {
   return check;
 }
 
+std::string_view TextOf(capnp::Text::Reader text) { return {text.cStr(), text.size()}; }
+
+// Entries over all descriptors count against max_checks_per_request, as checks do.
+Status ReadPolicyCheck(wire::PolicyCheck::Reader in, const FrameLimits& limits, PolicyCheck* out) {
+  out->domain = TextOf(in.getDomain());
+  out->hits = in.getHitsAddend();
+  const auto descriptors = in.getDescriptors();
+  size_t entries = 0;
+  for (const auto descriptor : descriptors) entries += descriptor.getEntries().size();
+  if (descriptors.size() > limits.max_checks_per_request ||
+      entries > limits.max_checks_per_request) {
+    return Status::InvalidArgument("request carries " + std::to_string(descriptors.size()) +
+                                   " descriptors with " + std::to_string(entries) +
+                                   " entries; the maximum is " +
+                                   std::to_string(limits.max_checks_per_request) + " of each");
+  }
+  out->entries.reserve(entries);
+  out->descriptor_sizes.reserve(descriptors.size());
+  for (const auto descriptor : descriptors) {
+    const auto list = descriptor.getEntries();
+    out->descriptor_sizes.push_back(list.size());
+    for (const auto entry : list) {
+      out->entries.push_back({TextOf(entry.getKey()), TextOf(entry.getValue())});
+    }
+  }
+  return Status::OK();
+}
+
 Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request* out) {
   out->id = in.getId();
   out->checks.clear();  // keeps its capacity: a connection's requests reuse it
+  out->policy_check.entries.clear();
+  out->policy_check.descriptor_sizes.clear();
   switch (in.which()) {
     case wire::Request::CHECK: {
       out->kind = RequestKind::kCheck;
@@ -119,6 +149,9 @@ Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request*
     case wire::Request::STATS:
       out->kind = RequestKind::kStats;
       break;
+    case wire::Request::POLICY_CHECK:
+      out->kind = RequestKind::kPolicyCheck;
+      return ReadPolicyCheck(in.getPolicyCheck(), limits, &out->policy_check);
     default:  // a newer client's request kind: answered kUnsupported
       out->kind = RequestKind::kUnknown;
       break;
@@ -218,6 +251,29 @@ Status ReadOutcome(wire::CheckOutcome::Reader in, CheckOutcome* out) {
                             std::to_string(static_cast<unsigned>(in.which())));
 }
 
+Status ReadPolicyOutcome(wire::PolicyOutcome::Reader in, PolicyOutcome* out) {
+  out->shadow_denied = in.getShadowDenied();
+  out->rule = TextOf(in.getRule());
+  out->spec = LimitSpec{static_cast<Algorithm>(in.getAlgorithm()), in.getLimit(), in.getWindowMs()};
+  switch (in.which()) {
+    case wire::PolicyOutcome::NO_LIMIT:
+      out->kind = PolicyOutcome::Kind::kNoLimit;
+      return Status::OK();
+    case wire::PolicyOutcome::UNLIMITED:
+      out->kind = PolicyOutcome::Kind::kUnlimited;
+      return Status::OK();
+    case wire::PolicyOutcome::DECISION:
+      out->kind = PolicyOutcome::Kind::kLimited;
+      out->decision = ReadDecision(in.getDecision());
+      return Status::OK();
+    case wire::PolicyOutcome::ERROR:
+      out->kind = PolicyOutcome::Kind::kLimited;
+      return ReadError(in.getError(), &out->error, &out->error_message);
+  }
+  return Status::Corruption("malformed frame: unknown policy outcome kind " +
+                            std::to_string(static_cast<unsigned>(in.which())));
+}
+
 Status ReadResponse(wire::Response::Reader in, Response* out) {
   out->id = in.getId();
   switch (in.which()) {
@@ -238,6 +294,16 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
     case wire::Response::ERROR:
       out->kind = ResponseKind::kError;
       return ReadError(in.getError(), &out->error, &out->error_message);
+    case wire::Response::POLICY_CHECK: {
+      out->kind = ResponseKind::kPolicyCheck;
+      const auto outcomes = in.getPolicyCheck();
+      out->policy_outcomes.resize(outcomes.size());  // bounded by the traversal limit
+      for (unsigned i = 0; i < outcomes.size(); ++i) {
+        Status status = ReadPolicyOutcome(outcomes[i], &out->policy_outcomes[i]);
+        if (!status.ok()) return status;
+      }
+      return Status::OK();
+    }
   }
   return Status::Corruption("malformed frame: unknown response kind " +
                             std::to_string(static_cast<unsigned>(in.which())));
@@ -339,6 +405,41 @@ void WriteError(ErrorCode code, std::string_view message, wire::Error::Builder o
   out.setMessage(capnp::Text::Reader(message.data(), message.size()));
 }
 
+capnp::Text::Reader TextReader(std::string_view text) { return {text.data(), text.size()}; }
+
+void WritePolicyCheck(const PolicyCheck& check, wire::PolicyCheck::Builder out) {
+  out.setDomain(TextReader(check.domain));
+  out.setHitsAddend(check.hits);
+  auto descriptors = out.initDescriptors(static_cast<unsigned>(check.descriptor_sizes.size()));
+  size_t next = 0;
+  for (unsigned i = 0; i < descriptors.size(); ++i) {
+    auto entries = descriptors[i].initEntries(check.descriptor_sizes[i]);
+    for (unsigned j = 0; j < entries.size(); ++j, ++next) {
+      entries[j].setKey(TextReader(check.entries[next].key));
+      entries[j].setValue(TextReader(check.entries[next].value));
+    }
+  }
+}
+
+void WritePolicyOutcome(const PolicyOutcome& outcome, wire::PolicyOutcome::Builder out) {
+  out.setShadowDenied(outcome.shadow_denied);
+  out.setRule(TextReader(outcome.rule));
+  out.setAlgorithm(static_cast<uint8_t>(outcome.spec.algorithm));
+  out.setLimit(outcome.spec.limit);
+  out.setWindowMs(outcome.spec.window_ms);
+  switch (outcome.kind) {
+    case PolicyOutcome::Kind::kNoLimit: out.setNoLimit(); return;
+    case PolicyOutcome::Kind::kUnlimited: out.setUnlimited(); return;
+    case PolicyOutcome::Kind::kLimited:
+      if (outcome.error == ErrorCode::kOk) {
+        WriteDecision(outcome.decision, out.initDecision());
+      } else {
+        WriteError(outcome.error, outcome.error_message, out.initError());
+      }
+      return;
+  }
+}
+
 }  // namespace
 
 std::string_view ErrorCodeName(ErrorCode code) {
@@ -422,6 +523,9 @@ void EncodeRequest(const Request& request, std::string* out) {
     case RequestKind::kStats:
       root.setStats();
       break;
+    case RequestKind::kPolicyCheck:
+      WritePolicyCheck(request.policy_check, root.initPolicyCheck());
+      break;
     case RequestKind::kUnknown:
       WriteUnknownKind(root);
       break;
@@ -452,6 +556,13 @@ void EncodeResponse(const Response& response, std::string* out) {
     case ResponseKind::kError:
       WriteError(response.error, response.error_message, root.initError());
       break;
+    case ResponseKind::kPolicyCheck: {
+      auto outcomes = root.initPolicyCheck(static_cast<unsigned>(response.policy_outcomes.size()));
+      for (unsigned i = 0; i < outcomes.size(); ++i) {
+        WritePolicyOutcome(response.policy_outcomes[i], outcomes[i]);
+      }
+      break;
+    }
   }
   AppendFrame(message, out);
 }

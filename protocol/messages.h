@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/common/descriptor.h"
 #include "node/common/limit.h"
 
 namespace tally::protocol {
@@ -43,9 +44,19 @@ struct Check {
   uint64_t cost = 1;  // the wire default is 1
 };
 
+// A check by policy: a domain and descriptors, decided under the node's
+// policies (node/policy/policy_checker.h).
+struct PolicyCheck {
+  std::string_view domain;
+  std::vector<DescriptorEntry> entries;    // every descriptor's entries, one after another
+  std::vector<uint32_t> descriptor_sizes;  // how many entries each descriptor has, in order
+  uint64_t hits = 0;                       // the cost; 0 means 1, as Envoy's hits_addend
+};
+
 enum class RequestKind : uint8_t {
   kCheck = 0,
   kStats = 1,
+  kPolicyCheck = 2,
   kUnknown = 255,  // decoded from a newer client's request kind
 };
 
@@ -53,6 +64,7 @@ struct Request {
   uint64_t id = 0;
   RequestKind kind = RequestKind::kCheck;
   std::vector<Check> checks;  // kCheck only
+  PolicyCheck policy_check;   // kPolicyCheck only
 };
 
 // The result of one check: a decision, or an error for that check alone.
@@ -143,12 +155,29 @@ struct StatsReply {
   std::vector<MemberStatus> members;  // this node's view of the cluster, by node id
 };
 
-enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2 };
+// The result of one descriptor of a policy check.
+struct PolicyOutcome {
+  enum class Kind : uint8_t {
+    kNoLimit = 0,    // no policy limits it (or another matched limit replaces it)
+    kUnlimited = 1,  // its policy says unlimited
+    kLimited = 2,    // decided: decision, or error for this descriptor alone
+  };
+  Kind kind = Kind::kNoLimit;
+  ErrorCode error = ErrorCode::kOk;
+  std::string error_message;
+  Decision decision;           // kLimited without error
+  bool shadow_denied = false;  // denied, but allowed: the limit is in shadow mode
+  std::string rule;            // kUnlimited, kLimited: the limit's name, or its full key
+  LimitSpec spec;              // kLimited: the limit applied
+};
+
+enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2, kPolicyCheck = 3 };
 
 struct Response {
   uint64_t id = 0;  // the request's id; 0 when the request could not be decoded
   ResponseKind kind = ResponseKind::kCheck;
   std::vector<CheckOutcome> outcomes;  // kCheck: one per check, in order
+  std::vector<PolicyOutcome> policy_outcomes;  // kPolicyCheck: one per descriptor, in order
   StatsReply stats;                    // kStats
   ErrorCode error = ErrorCode::kOk;    // kError: the whole request failed
   std::string error_message;           // kError

@@ -19,6 +19,7 @@ struct Request {
   union {
     check @1 :List(Check);  # a batch of checks, answered in order
     stats @2 :Void;
+    policyCheck @3 :PolicyCheck;  # by domain and descriptors, under the node's policies
     # New client request kinds get the next ordinals. Peers never use this
     # struct: they speak PeerMessage on the gossip port (below).
   }
@@ -58,13 +59,45 @@ struct Check {
   cost @4 :UInt64 = 1;     # requests this check consumes; 0 peeks
 }
 
+# A check by policy (tallyd --policy-dir): every descriptor is decided under
+# the limit its policy gives it, as Envoy's rate limit service does.
+struct PolicyCheck {
+  domain @0 :Text;
+  descriptors @1 :List(PolicyDescriptor);
+  hitsAddend @2 :UInt64;  # the cost of each descriptor; 0 means 1
+}
+
+struct PolicyDescriptor {
+  entries @0 :List(DescriptorEntry);
+}
+
+struct DescriptorEntry {
+  key @0 :Text;
+  value @1 :Text;
+}
+
 struct Response {
   id @0 :UInt64;  # the request's id; 0 when the request could not be decoded
   union {
     check @1 :List(CheckOutcome);  # one per check, in the request's order
     stats @2 :StatsReply;
     error @3 :Error;               # the whole request failed
+    policyCheck @4 :List(PolicyOutcome);  # one per descriptor, in the request's order
   }
+}
+
+struct PolicyOutcome {
+  union {
+    noLimit @0 :Void;        # no policy limits this descriptor
+    unlimited @1 :Void;      # its policy says unlimited
+    decision @2 :Decision;   # decided under the limit below
+    error @3 :Error;         # this descriptor alone failed
+  }
+  shadowDenied @4 :Bool;     # denied, but allowed: the limit is in shadow mode
+  rule @5 :Text;             # the limit's name, or its full key
+  algorithm @6 :UInt8;       # decision: the limit applied
+  limit @7 :UInt64;
+  windowMs @8 :UInt64;
 }
 
 struct CheckOutcome {

@@ -3,11 +3,14 @@
 //   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W] [--cost C]
 //   tallyctl [--host H] [--port P] [--json] stats
 //   tallyctl [--host H] [--port P] [--json] cluster    (members as the node sees them, links, peers)
+//   tallyctl [--host H] [--port P] [--json] policy DOMAIN --descriptor k=v[,k=v...] [...] [--hits N]
 //
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -153,6 +156,73 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
   return kExitAllowed;
 }
 
+// "k=v,k=v" into *entries; false when a part has no '=' or an empty key.
+bool ParseDescriptor(const std::string& text, std::vector<std::string>* storage,
+                     std::vector<uint32_t>* sizes) {
+  uint32_t count = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string part = text.substr(start, comma - start);
+    const size_t equals = part.find('=');
+    if (equals == std::string::npos || equals == 0) return false;
+    storage->push_back(part.substr(0, equals));
+    storage->push_back(part.substr(equals + 1));
+    ++count;
+    start = comma + 1;
+  }
+  sizes->push_back(count);
+  return true;
+}
+
+// One line (or JSON object) per descriptor; exit 1 when any was denied.
+int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutcome>& outcomes) {
+  using Kind = tally::protocol::PolicyOutcome::Kind;
+  bool denied = false;
+  if (json) std::printf("{\"descriptors\":[");
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const tally::protocol::PolicyOutcome& o = outcomes[i];
+    const bool error = o.error != tally::protocol::ErrorCode::kOk;
+    const bool allowed = o.kind != Kind::kLimited || (!error && (o.decision.allowed || o.shadow_denied));
+    denied = denied || !allowed;
+    const char* kind = o.kind == Kind::kNoLimit ? "no_limit" : o.kind == Kind::kUnlimited ? "unlimited" : "limited";
+    if (json) {
+      std::printf("%s{\"kind\":\"%s\",\"rule\":%s,\"allowed\":%s,\"shadow_denied\":%s", i ? "," : "",
+                  kind, tally::JsonString(o.rule).c_str(), allowed ? "true" : "false",
+                  o.shadow_denied ? "true" : "false");
+      if (o.kind == Kind::kLimited && !error) {
+        std::printf(",\"limit\":%llu,\"remaining\":%llu,\"reset_after_ms\":%llu,\"retry_after_ms\":%llu",
+                    static_cast<unsigned long long>(o.decision.limit),
+                    static_cast<unsigned long long>(o.decision.remaining),
+                    static_cast<unsigned long long>(o.decision.reset_after_ms),
+                    static_cast<unsigned long long>(o.decision.retry_after_ms));
+      }
+      if (error) {
+        std::printf(",\"error\":\"%s\",\"message\":%s",
+                    std::string(tally::protocol::ErrorCodeName(o.error)).c_str(),
+                    tally::JsonString(o.error_message).c_str());
+      }
+      std::printf("}");
+    } else if (o.kind != Kind::kLimited) {
+      std::printf("descriptor %zu: allowed (%s%s%s)\n", i, kind, o.rule.empty() ? "" : " by ",
+                  o.rule.c_str());
+    } else if (error) {
+      std::printf("descriptor %zu: %s: %s\n", i,
+                  std::string(tally::protocol::ErrorCodeName(o.error)).c_str(), o.error_message.c_str());
+    } else {
+      std::printf("descriptor %zu: %s by %s: limit=%llu remaining=%llu reset_after_ms=%llu "
+                  "retry_after_ms=%llu\n",
+                  i, o.shadow_denied ? "allowed (shadow mode; would be denied)" : allowed ? "allowed" : "denied",
+                  o.rule.c_str(), static_cast<unsigned long long>(o.decision.limit),
+                  static_cast<unsigned long long>(o.decision.remaining),
+                  static_cast<unsigned long long>(o.decision.reset_after_ms),
+                  static_cast<unsigned long long>(o.decision.retry_after_ms));
+    }
+  }
+  if (json) std::printf("],\"allowed\":%s}\n", denied ? "false" : "true");
+  return denied ? kExitDenied : kExitAllowed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +253,14 @@ int main(int argc, char** argv) {
   check->add_option("--window-ms", spec.window_ms, "Window length (bucket: time to refill)")
       ->capture_default_str();
   check->add_option("--cost", cost, "Units this request consumes; 0 peeks")->capture_default_str();
+  std::string domain;
+  std::vector<std::string> descriptor_texts;
+  uint64_t hits = 0;
+  CLI::App* policy = app.add_subcommand("policy", "Check one request by domain and descriptors under the node's policies");
+  policy->add_option("domain", domain, "The policy domain")->required();
+  policy->add_option("--descriptor", descriptor_texts, "Entries key=value[,key=value...]; repeat for more descriptors")
+      ->required();
+  policy->add_option("--hits", hits, "The cost of each descriptor (0 counts as 1)")->capture_default_str();
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
   CLI::App* cluster = app.add_subcommand("cluster", "Print the members as the node sees them (state, last heard, lag), its gossip links and peers");
   try {
@@ -191,6 +269,19 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }
+
+  std::vector<std::string> entry_storage;  // keys and values, alternating; the check's views point here
+  tally::protocol::PolicyCheck policy_check;
+  for (const std::string& text : descriptor_texts) {
+    if (!ParseDescriptor(text, &entry_storage, &policy_check.descriptor_sizes)) {
+      return PrintError(json, "invalid_argument", "--descriptor '" + text + "' is not key=value[,key=value...]");
+    }
+  }
+  for (size_t i = 0; i < entry_storage.size(); i += 2) {
+    policy_check.entries.push_back({entry_storage[i], entry_storage[i + 1]});
+  }
+  policy_check.domain = domain;
+  policy_check.hits = hits;
 
   std::unique_ptr<tally::Client> client;
   if (tally::Status status = tally::Client::Connect(options, &client); !status.ok()) {
@@ -202,6 +293,13 @@ int main(int argc, char** argv) {
       return PrintError(json, "error", status.ToString());
     }
     return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
+  }
+  if (policy->parsed()) {
+    std::vector<tally::protocol::PolicyOutcome> outcomes;
+    if (tally::Status status = client->CheckPolicy(policy_check, &outcomes); !status.ok()) {
+      return PrintError(json, "error", status.ToString());
+    }
+    return PrintPolicyOutcomes(json, outcomes);
   }
   const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
   if (!algorithm) return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);

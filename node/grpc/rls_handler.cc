@@ -64,8 +64,6 @@ RlsHandler::RlsHandler(const Options& options, Limiter* limiter, PolicyStore* po
     : options_(options), limiter_(limiter), policies_(policies) {}
 
 grpc::Status RlsHandler::Validate(const rls::RateLimitRequest& request) const {
-  if (request.domain().empty()) return Invalid("rate limit domain must not be empty");
-  if (request.descriptors().empty()) return Invalid("rate limit descriptor list must not be empty");
   if (static_cast<size_t>(request.descriptors_size()) > options_.max_descriptors) {
     return Invalid(std::to_string(request.descriptors_size()) + " descriptors: at most " +
                    std::to_string(options_.max_descriptors) + " per request");
@@ -73,13 +71,9 @@ grpc::Status RlsHandler::Validate(const rls::RateLimitRequest& request) const {
   for (int i = 0; i < request.descriptors_size(); ++i) {
     const auto& descriptor = request.descriptors(i);
     const std::string which = "descriptor " + std::to_string(i);
-    if (descriptor.entries().empty()) return Invalid(which + " has no entries");
     if (static_cast<size_t>(descriptor.entries_size()) > options_.max_entries) {
       return Invalid(which + " has " + std::to_string(descriptor.entries_size()) +
                      " entries: at most " + std::to_string(options_.max_entries));
-    }
-    for (const auto& entry : descriptor.entries()) {
-      if (entry.key().empty()) return Invalid(which + " has an entry with an empty key");
     }
     if (descriptor.has_limit() && WindowMsOf(descriptor.limit().unit()) == 0) {
       return Invalid(which + "'s limit override has a unit tally cannot hold " +
@@ -103,7 +97,6 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
   }
   const std::shared_ptr<const PolicySet> policies = policies_->Current();
   const bool known_domain = policies->HasDomain(request.domain());
-  if (!known_domain) LogUnknownDomainOnce(request.domain());
 
   thread_local CallScratch scratch;
   const size_t count = static_cast<size_t>(request.descriptors_size());
@@ -127,6 +120,11 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
       scratch.overrides[i].rule = &rule;
     }
   }
+  if (Status valid = ValidatePolicyRequest(request.domain(), scratch.views); !valid.ok()) {
+    counters_.refused.fetch_add(1, std::memory_order_relaxed);
+    return Invalid(std::string(valid.message()));
+  }
+  if (!known_domain) LogUnknownDomainOnce(request.domain());
   CheckDescriptors(limiter_, *policies, request.domain(), scratch.views, request.hits_addend(),
                    &scratch.check, &scratch.outcomes, scratch.overrides);
 

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "node/common/descriptor.h"
 #include "node/common/limit.h"
 
 namespace tally {
@@ -44,12 +45,6 @@ struct PolicyRule {
   LimitSpec spec;                     // algorithm, requests per window, window_ms
   bool unlimited = false;             // matched and reported, never limited or counted
   bool shadow_mode = false;           // counted and reported, but always allowed
-};
-
-// One (key, value) pair of a request's descriptor; views owned by the caller.
-struct DescriptorEntry {
-  std::string_view key;
-  std::string_view value;
 };
 
 class PolicySet {

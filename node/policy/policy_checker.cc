@@ -2,6 +2,21 @@
 
 namespace tally {
 
+Status ValidatePolicyRequest(std::string_view domain, std::span<const DescriptorView> descriptors) {
+  if (domain.empty()) return Status::InvalidArgument("rate limit domain must not be empty");
+  if (descriptors.empty()) {
+    return Status::InvalidArgument("rate limit descriptor list must not be empty");
+  }
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    const std::string which = "descriptor " + std::to_string(i);
+    if (descriptors[i].empty()) return Status::InvalidArgument(which + " has no entries");
+    for (const DescriptorEntry& entry : descriptors[i]) {
+      if (entry.key.empty()) return Status::InvalidArgument(which + " has an entry with an empty key");
+    }
+  }
+  return Status::OK();
+}
+
 void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_view domain,
                       std::span<const DescriptorView> descriptors, uint64_t hits,
                       PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes,

@@ -59,6 +59,11 @@ struct DescriptorOverride {
   uint64_t hits = 0;                 // 0: the request's hits
 };
 
+// InvalidArgument for a request no front may decide: an empty domain, no
+// descriptors, a descriptor without entries, an entry with an empty key.
+// The messages are envoyproxy/ratelimit's where it has one.
+Status ValidatePolicyRequest(std::string_view domain, std::span<const DescriptorView> descriptors);
+
 // Fills *outcomes (one per descriptor). `overrides` is empty or holds one
 // entry per descriptor. The PolicySet (and any override rule) must outlive
 // the use of the outcomes' rule pointers.

@@ -6,12 +6,21 @@
 
 namespace tally {
 
-RequestHandler::RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats)
-    : limiter_(limiter), counters_(counters), stats_(std::move(stats)) {}
+static_assert(static_cast<int>(DescriptorOutcome::Kind::kNoLimit) ==
+              static_cast<int>(protocol::PolicyOutcome::Kind::kNoLimit));
+static_assert(static_cast<int>(DescriptorOutcome::Kind::kUnlimited) ==
+              static_cast<int>(protocol::PolicyOutcome::Kind::kUnlimited));
+static_assert(static_cast<int>(DescriptorOutcome::Kind::kLimited) ==
+              static_cast<int>(protocol::PolicyOutcome::Kind::kLimited));
+
+RequestHandler::RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats,
+                               PolicyStore* policies)
+    : limiter_(limiter), counters_(counters), stats_(std::move(stats)), policies_(policies) {}
 
 void RequestHandler::Handle(const protocol::Request& request, protocol::Response* response) {
   response->id = request.id;
   response->outcomes.clear();
+  response->policy_outcomes.clear();
   response->error = protocol::ErrorCode::kOk;
   response->error_message.clear();
   switch (request.kind) {
@@ -22,6 +31,9 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
     case protocol::RequestKind::kStats:
       response->kind = protocol::ResponseKind::kStats;
       response->stats = stats_();
+      return;
+    case protocol::RequestKind::kPolicyCheck:
+      HandlePolicyCheck(request.policy_check, response);
       return;
     case protocol::RequestKind::kUnknown:
       break;
@@ -58,9 +70,62 @@ void RequestHandler::HandleChecks(const protocol::Request& request, protocol::Re
       ++errors;
     }
   }
-  WorkerCounters::Add(counters_->checks, count);
+  Count(count, allowed, errors);
+}
+
+void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
+                                       protocol::Response* response) {
+  descriptors_.clear();
+  size_t next = 0;
+  for (const uint32_t size : check.descriptor_sizes) {
+    descriptors_.push_back(DescriptorView(check.entries).subspan(next, size));
+    next += size;
+  }
+  if (Status valid = ValidatePolicyRequest(check.domain, descriptors_); !valid.ok()) {
+    response->kind = protocol::ResponseKind::kError;
+    response->error = protocol::ErrorCode::kInvalidArgument;
+    response->error_message.assign(valid.message());
+    return;
+  }
+  static const PolicySet kNoPolicies;
+  const std::shared_ptr<const PolicySet> policies =
+      policies_ != nullptr ? policies_->Current() : nullptr;
+  CheckDescriptors(limiter_, policies ? *policies : kNoPolicies, check.domain, descriptors_,
+                   check.hits, &policy_scratch_, &policy_outcomes_);
+
+  response->kind = protocol::ResponseKind::kPolicyCheck;
+  response->policy_outcomes.resize(policy_outcomes_.size());
+  uint64_t decided = 0, allowed = 0, errors = 0, shadow_denied = 0;
+  for (size_t i = 0; i < policy_outcomes_.size(); ++i) {
+    const DescriptorOutcome& in = policy_outcomes_[i];
+    protocol::PolicyOutcome& out = response->policy_outcomes[i];
+    out = protocol::PolicyOutcome();
+    out.kind = static_cast<protocol::PolicyOutcome::Kind>(in.kind);
+    if (in.rule != nullptr) {
+      out.rule = in.rule->name.empty() ? in.rule->full_key : in.rule->name;
+      out.spec = in.rule->spec;
+    }
+    if (in.kind != DescriptorOutcome::Kind::kLimited) continue;
+    ++decided;
+    out.error = protocol::ErrorCodeFor(in.status);
+    if (!in.status.ok()) {
+      out.error_message.assign(in.status.message());
+      ++errors;
+      continue;
+    }
+    out.decision = in.decision;
+    out.shadow_denied = in.shadow_denied;
+    allowed += in.allowed() ? 1 : 0;
+    shadow_denied += in.shadow_denied ? 1 : 0;
+  }
+  Count(decided, allowed, errors);
+  WorkerCounters::Add(counters_->shadow_denied, shadow_denied);
+}
+
+void RequestHandler::Count(uint64_t checks, uint64_t allowed, uint64_t errors) {
+  WorkerCounters::Add(counters_->checks, checks);
   WorkerCounters::Add(counters_->allowed, allowed);
-  WorkerCounters::Add(counters_->denied, count - allowed - errors);
+  WorkerCounters::Add(counters_->denied, checks - allowed - errors);
   WorkerCounters::Add(counters_->errors, errors);
 }
 

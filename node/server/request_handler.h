@@ -2,8 +2,12 @@
 // the server decodes frames, calls Handle, and encodes what it fills in.
 //
 // Problems with a single check (bad key or spec, key cap) become that check's
-// error; the other checks of the batch are still decided. A request kind the
-// server does not know is answered with ErrorCode::kUnsupported.
+// error; the other checks of the batch are still decided. A check by policy
+// is decided as node/policy/policy_checker.h says (a node without policies
+// knows no domain: every descriptor is answered kNoLimit); a malformed one
+// (empty domain, no descriptors, an empty key) is an invalid_argument error
+// for the request. A request kind the server does not know is answered with
+// ErrorCode::kUnsupported.
 //
 // Thread safety: one RequestHandler per connection, used by the thread that
 // owns the connection. The Limiter is shared and thread-safe; the counters
@@ -16,6 +20,8 @@
 #include <vector>
 
 #include "node/engine/limiter.h"
+#include "node/policy/policy_checker.h"
+#include "node/policy/policy_store.h"
 #include "protocol/messages.h"
 
 namespace tally {
@@ -29,6 +35,7 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> connections_open{0};
   std::atomic<uint64_t> connections_total{0};
+  std::atomic<uint64_t> shadow_denied{0};  // policy checks: denied, but allowed by shadow mode
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
     counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
@@ -39,8 +46,9 @@ class RequestHandler {
  public:
   using StatsSource = std::function<protocol::StatsReply()>;
 
-  // limiter and counters must outlive the handler.
-  RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats);
+  // limiter, counters and policies (null: none) must outlive the handler.
+  RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats,
+                 PolicyStore* policies = nullptr);
 
   // Fills *response (its previous contents are replaced; its vectors' memory
   // is reused) with the answer to `request`.
@@ -48,13 +56,19 @@ class RequestHandler {
 
  private:
   void HandleChecks(const protocol::Request& request, protocol::Response* response);
+  void HandlePolicyCheck(const protocol::PolicyCheck& check, protocol::Response* response);
+  void Count(uint64_t checks, uint64_t allowed, uint64_t errors);
 
   Limiter* const limiter_;
   WorkerCounters* const counters_;
   const StatsSource stats_;
+  PolicyStore* const policies_;
   // Scratch space reused across requests, so a steady stream allocates nothing.
   std::vector<Limiter::CheckRequest> batch_;
   std::vector<Limiter::CheckResult> results_;
+  std::vector<DescriptorView> descriptors_;
+  std::vector<DescriptorOutcome> policy_outcomes_;
+  PolicyCheckScratch policy_scratch_;
 };
 
 }  // namespace tally

@@ -377,15 +377,82 @@ TEST_CASE("protocol: decode unknown union members") {
   Response response;
   response.kind = ResponseKind::kStats;
   frame = Encoded(response);
-  SetRootTag(frame, 3);
+  SetRootTag(frame, 9);
   Response decoded;
   const Status status = DecodeResponse(Bytes(frame), {}, &decoded);
   CHECK(status.code() == Status::Code::kCorruption);
-  CHECK(status.message().find("unknown response kind 3") != std::string_view::npos);
+  CHECK(status.message().find("unknown response kind 9") != std::string_view::npos);
 
   response.kind = ResponseKind::kError;  // an Error member with code 0 (kOk) is no error
   frame = Encoded(response);
   CHECK(DecodeResponse(Bytes(frame), {}, &decoded).code() == Status::Code::kCorruption);
+}
+
+// A check by policy and its outcomes survive encoding and decoding, every outcome kind included.
+TEST_CASE("protocol: policy checks and their outcomes round-trip") {
+  Request request;
+  request.id = 11;
+  request.kind = RequestKind::kPolicyCheck;
+  request.policy_check.domain = "edge";
+  request.policy_check.hits = 3;
+  request.policy_check.entries = {{"remote_address", "10.0.0.1"}, {"user", "a"}, {"path", "/x"}};
+  request.policy_check.descriptor_sizes = {1, 2};
+  Words frame = Encoded(request);
+  Request got;
+  REQUIRE(DecodeWords(frame, &got).ok());
+  CHECK(got.kind == RequestKind::kPolicyCheck);
+  CHECK(got.policy_check.domain == "edge");
+  CHECK(got.policy_check.hits == 3);
+  CHECK(got.policy_check.descriptor_sizes == std::vector<uint32_t>{1, 2});
+  REQUIRE(got.policy_check.entries.size() == 3);
+  CHECK(got.policy_check.entries[2].key == "path");
+  CHECK(got.policy_check.entries[2].value == "/x");
+
+  Response response;
+  response.id = 11;
+  response.kind = ResponseKind::kPolicyCheck;
+  response.policy_outcomes.resize(4);
+  response.policy_outcomes[1].kind = PolicyOutcome::Kind::kUnlimited;
+  response.policy_outcomes[1].rule = "edge.path";
+  PolicyOutcome& limited = response.policy_outcomes[2];
+  limited.kind = PolicyOutcome::Kind::kLimited;
+  limited.rule = "per_ip";
+  limited.spec = LimitSpec{Algorithm::kSlidingWindowCounter, 10, 60'000};
+  limited.decision = Decision{.allowed = false, .limit = 10, .reset_after_ms = 5, .retry_after_ms = 7};
+  limited.shadow_denied = true;
+  response.policy_outcomes[3].kind = PolicyOutcome::Kind::kLimited;
+  response.policy_outcomes[3].error = ErrorCode::kResourceExhausted;
+  response.policy_outcomes[3].error_message = "full";
+  frame = Encoded(response);
+  Response decoded;
+  REQUIRE(DecodeResponse(Bytes(frame), {}, &decoded).ok());
+  CHECK(decoded.kind == ResponseKind::kPolicyCheck);
+  REQUIRE(decoded.policy_outcomes.size() == 4);
+  CHECK(decoded.policy_outcomes[0].kind == PolicyOutcome::Kind::kNoLimit);
+  CHECK(decoded.policy_outcomes[1].kind == PolicyOutcome::Kind::kUnlimited);
+  CHECK(decoded.policy_outcomes[1].rule == "edge.path");
+  CHECK(decoded.policy_outcomes[2].decision == limited.decision);
+  CHECK(decoded.policy_outcomes[2].shadow_denied);
+  CHECK(decoded.policy_outcomes[2].spec.algorithm == Algorithm::kSlidingWindowCounter);
+  CHECK(decoded.policy_outcomes[2].spec.window_ms == 60'000);
+  CHECK(decoded.policy_outcomes[3].error == ErrorCode::kResourceExhausted);
+  CHECK(decoded.policy_outcomes[3].error_message == "full");
+}
+
+// A policy check with more entries than the per-request maximum is refused before decoding them.
+TEST_CASE("protocol: a policy check's entries are bounded") {
+  Request request;
+  request.kind = RequestKind::kPolicyCheck;
+  request.policy_check.domain = "d";
+  request.policy_check.entries.assign(11, DescriptorEntry{"k", "v"});
+  request.policy_check.descriptor_sizes = {11};
+  const Words frame = Encoded(request);
+  FrameLimits limits;
+  limits.max_checks_per_request = 10;
+  Request got;
+  const Status status = DecodeRequest(Bytes(frame), limits, &got);
+  CHECK(status.code() == Status::Code::kInvalidArgument);
+  CHECK(status.message().find("11 entries") != std::string_view::npos);
 }
 
 // Random and mutated bytes through ScanFrame + Decode* never crash or throw.

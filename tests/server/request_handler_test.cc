@@ -2,12 +2,15 @@
 // with a real engine on a ManualClock and no I/O.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <memory>
 #include <string>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "node/server/request_handler.h"
 #include "protocol/messages.h"
+#include "tests/support/temp_dir.h"
 
 namespace tally {
 namespace {
@@ -146,6 +149,62 @@ TEST_CASE("request handler: decisions follow the injected clock") {
   request.checks = {Fixture::CheckOf("a", 1)};
   f.handler.Handle(request, &f.response);
   CHECK(f.response.outcomes[0].decision.allowed);
+}
+
+protocol::Request PolicyRequest(std::string_view domain, std::vector<DescriptorEntry> entries,
+                                std::vector<uint32_t> sizes) {
+  protocol::Request request;
+  request.kind = protocol::RequestKind::kPolicyCheck;
+  request.policy_check.domain = domain;
+  request.policy_check.entries = std::move(entries);
+  request.policy_check.descriptor_sizes = std::move(sizes);
+  return request;
+}
+
+// A check by policy answers each descriptor under its policy, and counts like checks do.
+TEST_CASE("request handler: policy checks are decided under the node's policies") {
+  testing::TempDir dir;
+  std::ofstream(dir.Path("p.yaml")) << "domain: api\ndescriptors:\n"
+                                       "  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1, name: u}\n"
+                                       "  - key: trial\n    shadow_mode: true\n"
+                                       "    rate_limit: {unit: second, requests_per_unit: 0}\n";
+  std::unique_ptr<PolicyStore> store;
+  REQUIRE(PolicyStore::Open({.dir = dir.Path("")}, &store).ok());
+  ManualClock clock(1'700'000'000'000);
+  Limiter limiter(Limiter::Options{.clock = &clock});
+  WorkerCounters counters;
+  RequestHandler handler(&limiter, &counters, [] { return protocol::StatsReply(); }, store.get());
+  protocol::Response response;
+
+  const protocol::Request request =
+      PolicyRequest("api", {{"user", "a"}, {"color", "red"}, {"trial", "t"}}, {1, 1, 1});
+  handler.Handle(request, &response);
+  handler.Handle(request, &response);
+  CHECK(response.kind == protocol::ResponseKind::kPolicyCheck);
+  REQUIRE(response.policy_outcomes.size() == 3);
+  CHECK(response.policy_outcomes[0].kind == protocol::PolicyOutcome::Kind::kLimited);
+  CHECK(response.policy_outcomes[0].rule == "u");
+  CHECK_FALSE(response.policy_outcomes[0].decision.allowed);
+  CHECK(response.policy_outcomes[1].kind == protocol::PolicyOutcome::Kind::kNoLimit);
+  CHECK(response.policy_outcomes[2].shadow_denied);
+  CHECK(Get(counters.checks) == 4);
+  CHECK(Get(counters.allowed) == 3);  // user once, trial twice (shadow)
+  CHECK(Get(counters.denied) == 1);
+  CHECK(Get(counters.shadow_denied) == 2);
+
+  handler.Handle(PolicyRequest("", {{"user", "a"}}, {1}), &response);
+  CHECK(response.kind == protocol::ResponseKind::kError);
+  CHECK(response.error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(response.error_message == "rate limit domain must not be empty");
+}
+
+// A node without policies knows no domain: nothing is limited, nothing counted.
+TEST_CASE("request handler: without policies every descriptor is unlimited by policy") {
+  Fixture f;
+  f.handler.Handle(PolicyRequest("api", {{"user", "a"}}, {1}), &f.response);
+  REQUIRE(f.response.policy_outcomes.size() == 1);
+  CHECK(f.response.policy_outcomes[0].kind == protocol::PolicyOutcome::Kind::kNoLimit);
+  CHECK(f.limiter.key_count() == 0);
 }
 
 }  // namespace
