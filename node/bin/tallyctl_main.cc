@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "node/bin/cli_checks.h"
 #include "node/common/json.h"
 #include "node/common/limit.h"
 #include "protocol/client.h"
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
   app.add_option("--host", options.host, "tallyd address")->capture_default_str();
   app.add_option("--port", options.port, "tallyd port")->capture_default_str();
   app.add_option("--timeout-ms", options.timeout_ms, "Give up after this long")
-      ->check(CLI::PositiveNumber)
+      ->check(tally::cli::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");

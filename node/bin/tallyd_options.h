@@ -1,0 +1,20 @@
+// tallyd's start: reading its flags, and the files it reads before it does
+// anything else. Whatever is refused is logged as one line,
+// "not starting: ...", saying which flag, file or value is wrong, and tallyd
+// then exits 1 without having touched its data directory or a port.
+//
+// Thread safety: call from main's thread, before any other thread starts.
+#pragma once
+
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+namespace tally::tallyd {
+
+// Parses argv into the options added to `app`. Returns nullopt when tallyd
+// goes on; otherwise the exit code: 0 once --help is printed, 1 once an
+// error is logged (spdlog's default logger must be set up).
+std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
+
+}  // namespace tally::tallyd
