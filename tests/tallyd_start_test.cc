@@ -51,5 +51,49 @@ TEST_CASE("tallyd start: a range error names the flag, the value and the range")
                 {"--drain-timeout-ms: -1 is not in 0..3600000"});
 }
 
+// A config file is read whole or not at all: a misspelt key, a line that is
+// not TOML, a key in a section or a key set twice stops tallyd, naming the
+// file, the line and the key.
+TEST_CASE("tallyd start: a config file with a key that is not a flag is refused") {
+  TempDir dir;
+  const auto refused = [&](const std::string& text, const std::vector<std::string>& expected) {
+    const std::string path = WriteFile(dir.Path("tally.toml"), text);
+    std::vector<std::string> all = {"--config " + path + ": "};
+    all.insert(all.end(), expected.begin(), expected.end());
+    ExpectRefused({"--config", path}, all);
+  };
+  refused("port = 0\nmax-key = 10\n", {"line 2: unknown key 'max-key'"});
+  refused("# tally\nport = 0\nthis is not toml\n", {"line 3: unknown key 'this is not toml'"});
+  refused("[server]\nport = 0\n", {"unknown key 'server.port'"});
+  refused("max-keys = 5\nthreads = 2\nmax-keys = 6\n", {"line 3: 'max-keys' is set twice"});
+  refused("config = \"other.toml\"\n", {"line 1: unknown key 'config'"});
+}
+
+// A config path that is a directory, missing, or endless is refused, not read.
+TEST_CASE("tallyd start: a config path that is no readable file is refused") {
+  TempDir dir;
+  ExpectRefused({"--config", dir.Path("")}, {"--config " + dir.Path("") + ": no such file"});
+  ExpectRefused({"--config", dir.Path("missing.toml")}, {"missing.toml: no such file"});
+  ExpectRefused({"--config", "/dev/zero"}, {"--config /dev/zero: holds more than 1048576 bytes"});
+}
+
+// A valid config file still applies, comments and all; flags override it.
+TEST_CASE("tallyd start: a valid config file applies") {
+  TempDir dir;
+  // Out of range, but StartTallyd's --threads 2 overrides it.
+  const std::string path =
+      WriteFile(dir.Path("tally.toml"), "# one key only\nmax-keys = 1  # tiny\nthreads = 300\n");
+  std::unique_ptr<testing::TallydProcess> tallyd;
+  const Status started = testing::StartTallyd({"--memory-only", "--config", path}, &tallyd);
+  REQUIRE_MESSAGE(started.ok(), started.ToString());
+  std::unique_ptr<Client> client;
+  REQUIRE(tallyd->Connect(&client).ok());
+  const LimitSpec spec{Algorithm::kFixedWindow, 10, 3'600'000};
+  CHECK(testing::MustCheck(*client, {"first", spec, 1}).allowed);
+  protocol::CheckOutcome second;
+  REQUIRE(client->Check({"second", spec, 1}, &second).ok());
+  CHECK(second.error == protocol::ErrorCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace tally

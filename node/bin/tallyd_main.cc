@@ -2,7 +2,7 @@
 //
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
-// given on the command line override the file.
+// given on the command line override the file (node/bin/tallyd_options.h).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
-  app.set_config("--config", "", "Read options from a TOML file (flags override it)");
+  tally::tallyd::AddConfigOption(&app);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
       ->check(tally::cli::InRange(0, 65'535))

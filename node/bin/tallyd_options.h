@@ -12,6 +12,13 @@
 
 namespace tally::tallyd {
 
+// Adds --config to `app`: a TOML file whose keys are the long flags' names
+// (`max-keys = 1000`). Flags given override the file. The file is refused
+// whole, naming the line where known, when a key names no flag of `app`, sits
+// in a [section] or is set twice, or when it is over 1 MiB. `app` must
+// outlive its parsing.
+void AddConfigOption(CLI::App* app);
+
 // Parses argv into the options added to `app`. Returns nullopt when tallyd
 // goes on; otherwise the exit code: 0 once --help is printed, 1 once an
 // error is logged (spdlog's default logger must be set up).
