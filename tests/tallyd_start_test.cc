@@ -95,5 +95,17 @@ TEST_CASE("tallyd start: a valid config file applies") {
   CHECK(second.error == protocol::ErrorCode::kResourceExhausted);
 }
 
+// A --cluster-secret-file that cannot be read ends tallyd with one line, not
+// with an uncaught exception (abort, exit 134), and before it opens a port.
+TEST_CASE("tallyd start: an unreadable cluster secret file is refused in one line") {
+  TempDir dir;
+  const auto refused = [](const std::string& path, const std::string& why) {
+    ExpectRefused({"--cluster-secret-file", path}, {"the cluster secret file " + path, why});
+  };
+  refused(dir.Path(""), "Is a directory");
+  refused(dir.Path("missing"), "No such file or directory");
+  refused("/dev/zero", "holds more than 4096 bytes");
+}
+
 }  // namespace
 }  // namespace tally

@@ -3,7 +3,6 @@
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
 // given on the command line override the file (node/bin/tallyd_options.h).
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,7 +19,6 @@
 #include "node/bin/tallyd_options.h"
 #include "node/common/clock.h"
 #include "node/gossip/gossip.h"
-#include "protocol/peer_auth.h"
 #include "node/engine/limiter.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
@@ -49,33 +47,6 @@ bool WritePortFile(const std::string& path, uint16_t port) {
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
   return !ec;
-}
-
-// The cluster secret from `path`, without trailing whitespace.
-tally::Status ReadSecret(const std::string& path, std::string* secret) {
-  if (path.empty()) {
-    return tally::Status::InvalidArgument(
-        "--seed needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return tally::Status::IOError("cannot read the cluster secret file " + path);
-  secret->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
-    secret->pop_back();
-  }
-  if (secret->size() < tally::protocol::kMinSecretBytes) {
-    return tally::Status::InvalidArgument("the cluster secret in " + path + " has " +
-                                          std::to_string(secret->size()) +
-                                          " bytes; it needs at least " +
-                                          std::to_string(tally::protocol::kMinSecretBytes));
-  }
-  std::error_code ec;
-  const auto permissions = std::filesystem::status(path, ec).permissions();
-  if (!ec && (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
-                 std::filesystem::perms::none) {
-    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
-  }
-  return tally::Status::OK();
 }
 
 }  // namespace
@@ -225,6 +196,21 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  // Files are read before anything else starts: a refusal leaves nothing behind.
+  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
+  if (clustered) {
+    if (cluster_secret_file.empty()) {
+      spdlog::error("not starting: --seed needs --cluster-secret-file: only nodes that hold the "
+                    "cluster secret may gossip");
+      return 1;
+    }
+    if (tally::Status status =
+            tally::tallyd::ReadClusterSecret(cluster_secret_file, &gossip_options.cluster_secret);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+  }
 
   std::unique_ptr<tally::storage::Store> store;
   if (!memory_only) {
@@ -246,7 +232,6 @@ int main(int argc, char** argv) {
                   "--dead-after-ms");
     return 1;
   }
-  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
   limiter_options.replicate = clustered;
   if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
@@ -282,11 +267,6 @@ int main(int argc, char** argv) {
   int64_t recovery_ms = 0;
   size_t recovered_from = 0;
   if (clustered) {
-    if (tally::Status status = ReadSecret(cluster_secret_file, &gossip_options.cluster_secret);
-        !status.ok()) {
-      spdlog::error("not starting: {}", status.ToString());
-      return 1;
-    }
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip.emplace(gossip_options, &limiter);
     if (tally::Status status = gossip->Listen(); !status.ok()) {

@@ -2,20 +2,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <vector>
 
 #include "node/common/status.h"
+#include "protocol/peer_auth.h"
 
 namespace tally::tallyd {
 namespace {
 
 // A config file is a few dozen lines; anything this large is the wrong file.
 constexpr size_t kMaxConfigBytes = 1 << 20;
+// A secret is tens of bytes (32 random bytes in base64 are 44).
+constexpr size_t kMaxSecretBytes = 4096;
 
 // Reads what `in` holds into *text, refusing more than max_bytes (a device
 // such as /dev/zero never ends) and reporting a failed read (a directory).
@@ -104,6 +110,32 @@ std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv) {
     return 1;
   }
   return std::nullopt;
+}
+
+Status ReadClusterSecret(const std::string& path, std::string* secret) {
+  const std::string what = "the cluster secret file " + path;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + what + ": " + std::strerror(errno));
+  if (Status status = ReadAtMost(in, kMaxSecretBytes, secret); !status.ok()) {
+    return status.code() == Status::Code::kIOError
+               ? Status::IOError("cannot read " + what + ": " + std::string(status.message()))
+               : Status::InvalidArgument(what + " " + std::string(status.message()));
+  }
+  while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
+    secret->pop_back();
+  }
+  if (secret->size() < protocol::kMinSecretBytes) {
+    return Status::InvalidArgument("the cluster secret in " + path + " has " +
+                                   std::to_string(secret->size()) + " bytes; it needs at least " +
+                                   std::to_string(protocol::kMinSecretBytes));
+  }
+  std::error_code ec;
+  const auto permissions = std::filesystem::status(path, ec).permissions();
+  if (!ec && (permissions & (std::filesystem::perms::group_read |
+                             std::filesystem::perms::others_read)) != std::filesystem::perms::none) {
+    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
+  }
+  return Status::OK();
 }
 
 }  // namespace tally::tallyd

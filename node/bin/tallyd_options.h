@@ -7,8 +7,11 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "node/common/status.h"
 
 namespace tally::tallyd {
 
@@ -23,5 +26,12 @@ void AddConfigOption(CLI::App* app);
 // goes on; otherwise the exit code: 0 once --help is printed, 1 once an
 // error is logged (spdlog's default logger must be set up).
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
+
+// The cluster secret held in the file at `path`, without trailing whitespace.
+// The file may be anything that reads (a pipe too) but must hold at least
+// protocol::kMinSecretBytes and at most 4096 bytes. A read that fails (a
+// directory) is an IOError saying why; a wrong size, InvalidArgument. Warns
+// when others than the owner may read the file.
+Status ReadClusterSecret(const std::string& path, std::string* secret);
 
 }  // namespace tally::tallyd
