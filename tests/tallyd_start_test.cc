@@ -107,5 +107,23 @@ TEST_CASE("tallyd start: an unreadable cluster secret file is refused in one lin
   refused("/dev/zero", "holds more than 4096 bytes");
 }
 
+// A seed or advertised address that is not host:port would leave the node
+// serving alone: it is refused, naming the flag and the value.
+TEST_CASE("tallyd start: a malformed --seed or --gossip-advertise is refused") {
+  TempDir dir;
+  const std::string secret = WriteFile(dir.Path("secret"), "a secret the members share\n");
+  for (const std::string seed : {"tally-seeds", "127.0.0.1:", ":7421", "127.0.0.1:0",
+                                 "127.0.0.1:70000", "127.0.0.1:abc", "::1:7421"}) {
+    ExpectRefused({"--cluster-secret-file", secret, "--seed", "127.0.0.1:7421", "--seed", seed},
+                  {"--seed: '" + seed + "' is not host:port ("});
+  }
+  ExpectRefused({"--cluster-secret-file", secret, "--gossip-advertise", "10.0.0.1"},
+                {"--gossip-advertise: '10.0.0.1' is not host:port (no port)"});
+  const std::string config =
+      WriteFile(dir.Path("tally.toml"), "seed = [\"127.0.0.1:7421\", \"tally-seeds\"]\n");
+  ExpectRefused({"--cluster-secret-file", secret, "--config", config},
+                {"--seed: 'tally-seeds' is not host:port (no port)"});
+}
+
 }  // namespace
 }  // namespace tally

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "node/common/host_port.h"
+
 namespace tally::cli {
 
 CLI::Validator InRange(int64_t min, int64_t max) {
@@ -15,6 +17,15 @@ CLI::Validator InRange(int64_t min, int64_t max) {
         return std::string();
       },
       range);
+}
+
+CLI::Validator HostPortCheck() {
+  return CLI::Validator(
+      [](std::string& input) {
+        HostPort parsed;
+        return std::string(ParseHostPort(input, &parsed).message());  // empty when OK
+      },
+      "HOST:PORT");
 }
 
 }  // namespace tally::cli

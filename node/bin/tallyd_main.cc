@@ -136,12 +136,14 @@ int main(int argc, char** argv) {
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
                  "for more. The node joins the cluster through any one that answers; listing "
-                 "this node itself is fine. Without seeds or a secret, the node is local-only");
+                 "this node itself is fine. Without seeds or a secret, the node is local-only")
+      ->check(tally::cli::HostPortCheck());
   app.add_option("--gossip-address", gossip_address,
                  "Address of the gossip port (default: --address)");
   app.add_option("--gossip-advertise", gossip_options.advertise_address,
                  "host:port other members dial to reach this node's gossip port (default: "
-                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)");
+                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)")
+      ->check(tally::cli::HostPortCheck());
   app.add_option("--gossip-port", gossip_options.listen_port,
                  "TCP port peers send their state to; 0 picks a free one")
       ->check(tally::cli::InRange(0, 65'535))
