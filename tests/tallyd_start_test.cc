@@ -125,5 +125,23 @@ TEST_CASE("tallyd start: a malformed --seed or --gossip-advertise is refused") {
                 {"--seed: 'tally-seeds' is not host:port (no port)"});
 }
 
+// --memory-only keeps nothing on disk, so a --data-dir beside it (on the
+// command line or in --config) is a contradiction tallyd refuses; a config
+// file saying memory-only = false is no such contradiction.
+TEST_CASE("tallyd start: --memory-only with --data-dir is refused") {
+  TempDir dir;
+  const std::string data_dir = dir.Path("data");
+  const std::string why = "--memory-only keeps nothing on disk, but --data-dir is given";
+  ExpectRefused({"--data-dir", data_dir}, {why});
+  ExpectRefused({"--config", WriteFile(dir.Path("data.toml"), "data-dir = \"" + data_dir + "\"\n")},
+                {why});
+  CHECK_FALSE(std::filesystem::exists(data_dir));
+
+  std::unique_ptr<testing::TallydProcess> tallyd;  // it adds a --data-dir of its own
+  const Status started = testing::StartTallyd(
+      {"--config", WriteFile(dir.Path("disk.toml"), "memory-only = false\n")}, &tallyd);
+  CHECK_MESSAGE(started.ok(), started.ToString());
+}
+
 }  // namespace
 }  // namespace tally

@@ -118,8 +118,9 @@ int main(int argc, char** argv) {
                  "This node's id (its G-counter slot); 0: the one recorded in the data "
                  "directory, or a new random one")
       ->capture_default_str();
-  app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
-      ->capture_default_str();
+  const CLI::Option* data_dir_option =
+      app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
+          ->capture_default_str();
   app.add_flag("--memory-only", memory_only, "Keep no state on disk: a restart forgets all counts");
   app.add_option("--flush-interval-ms", persister_options.flush_interval_ms,
                  "Write changed counters this often; a crash loses at most this much")
@@ -198,6 +199,11 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (memory_only && data_dir_option->count() > 0) {
+    spdlog::error("not starting: --memory-only keeps nothing on disk, but --data-dir is given "
+                  "(on the command line or in --config): drop one of them");
+    return 1;
+  }
   // Files are read before anything else starts: a refusal leaves nothing behind.
   const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
   if (clustered) {
