@@ -263,10 +263,10 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
   {
     asio::io_context io;
     tcp::resolver resolver(io);
-    for (const Endpoint& endpoint : options.endpoints) {
+    for (const HostPort& endpoint : options.endpoints) {
       asio::error_code ec;
       addresses.push_back(resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec));
-      peers.push_back(endpoint.host + ":" + std::to_string(endpoint.port));
+      peers.push_back(FormatHostPort(endpoint.host, endpoint.port));
       if (ec) return Status::InvalidArgument("cannot resolve " + peers.back() + ": " + ec.message());
     }
   }

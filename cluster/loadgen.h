@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cluster/latency_histogram.h"
+#include "node/common/host_port.h"
 #include "node/common/limit.h"
 #include "node/common/status.h"
 
@@ -35,14 +36,9 @@ namespace tally {
 enum class LoadTarget { kTally, kRedisLua, kRedisIncr };
 enum class KeyDistribution { kUniform, kZipf };
 
-struct Endpoint {
-  std::string host;  // a name or an address literal (IPv6 without brackets)
-  uint16_t port = 0;
-};
-
 struct LoadOptions {
   LoadTarget target = LoadTarget::kTally;
-  std::vector<Endpoint> endpoints;  // connection i goes to endpoints[i % size]
+  std::vector<HostPort> endpoints;  // connection i goes to endpoints[i % size]
   int connections = 50;
   int depth = 1;  // requests in flight per connection
   int batch = 1;  // checks per tally request; Redis sends one per request

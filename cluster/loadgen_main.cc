@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cluster/loadgen.h"
+#include "node/common/host_port.h"
 #include "node/common/version.h"
 #include "node/common/json.h"
 
@@ -36,25 +37,6 @@ template <typename Enum, size_t N>
 Enum Named(const Enum (&values)[N], std::string_view (*name_of)(Enum), std::string_view name) {
   return *std::find_if(std::begin(values), std::end(values),
                        [&](Enum value) { return name_of(value) == name; });
-}
-
-// "host:port" or "[v6-address]:port".
-bool ParseEndpoint(const std::string& text, Endpoint* endpoint) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  int port = 0;
-  try {
-    size_t parsed = 0;
-    port = std::stoi(text.substr(colon + 1), &parsed);
-    if (parsed != text.size() - colon - 1) return false;
-  } catch (const std::exception&) {
-    return false;
-  }
-  if (host.empty() || port <= 0 || port > 65535) return false;
-  *endpoint = Endpoint{host, static_cast<uint16_t>(port)};
-  return true;
 }
 
 double Micros(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
@@ -166,9 +148,9 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   for (const std::string& address : addresses) {
-    Endpoint endpoint;
-    if (!ParseEndpoint(address, &endpoint)) {
-      std::fprintf(stderr, "tally-loadgen: --address %s: expected host:port\n", address.c_str());
+    HostPort endpoint;
+    if (const Status status = ParseHostPort(address, &endpoint); !status.ok()) {
+      std::fprintf(stderr, "tally-loadgen: --address: %s\n", std::string(status.message()).c_str());
       return 2;
     }
     options.endpoints.push_back(endpoint);

@@ -54,7 +54,8 @@ FrameScan ScanFrame(std::span<const std::byte> received, const FrameLimits& limi
 // Decode one complete frame (as delimited by ScanFrame). `frame` must be
 // 8-byte aligned (an unaligned frame is rejected with InvalidArgument).
 // string_views in the result point into `frame`. Errors: kCorruption-coded
-// Status with a message; the caller answers ErrorCode::kMalformedFrame.
+// Status with a message; the caller answers ErrorCode::kMalformedFrame. The
+// message may quote Cap'n Proto's internals: it is for logs, not for peers.
 Status DecodeRequest(std::span<const std::byte> frame, const FrameLimits& limits, Request* request);
 Status DecodeResponse(std::span<const std::byte> frame, const FrameLimits& limits,
                       Response* response);

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "node/bin/cli_checks.h"
 #include "node/common/version.h"
 #include "node/common/json.h"
 #include "node/common/limit.h"
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
   app.add_option("--host", options.host, "tallyd address")->capture_default_str();
   app.add_option("--port", options.port, "tallyd port")->capture_default_str();
   app.add_option("--timeout-ms", options.timeout_ms, "Give up after this long")
-      ->check(CLI::PositiveNumber)
+      ->check(tally::cli::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");

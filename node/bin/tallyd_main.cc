@@ -2,8 +2,7 @@
 //
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
-// given on the command line override the file.
-#include <cctype>
+// given on the command line override the file (node/bin/tallyd_options.h).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,10 +15,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "node/bin/cli_checks.h"
+#include "node/bin/tallyd_options.h"
 #include "node/common/version.h"
 #include "node/common/clock.h"
 #include "node/gossip/gossip.h"
-#include "protocol/peer_auth.h"
 #include "node/engine/limiter.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
@@ -29,6 +29,13 @@ namespace {
 
 // On a clean stop, how long the node waits for its leave to reach the peers.
 constexpr int64_t kLeaveTimeoutMs = 1'000;
+
+// Upper bounds of flags in ms: longer timeouts and intervals are mistakes.
+constexpr int64_t kHourMs = 3'600'000;
+constexpr int64_t kDayMs = 24 * kHourMs;
+// The most --max-keys: the key table's handles are 32 bits, and 10^9 keys
+// take about 60 GB already.
+constexpr int64_t kMostKeys = 1'000'000'000;
 
 // Writes the bound port to `path` atomically, so a reader never sees half a number.
 bool WritePortFile(const std::string& path, uint16_t port) {
@@ -41,33 +48,6 @@ bool WritePortFile(const std::string& path, uint16_t port) {
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
   return !ec;
-}
-
-// The cluster secret from `path`, without trailing whitespace.
-tally::Status ReadSecret(const std::string& path, std::string* secret) {
-  if (path.empty()) {
-    return tally::Status::InvalidArgument(
-        "--seed needs --cluster-secret-file: only nodes that hold the cluster secret may gossip");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return tally::Status::IOError("cannot read the cluster secret file " + path);
-  secret->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
-    secret->pop_back();
-  }
-  if (secret->size() < tally::protocol::kMinSecretBytes) {
-    return tally::Status::InvalidArgument("the cluster secret in " + path + " has " +
-                                          std::to_string(secret->size()) +
-                                          " bytes; it needs at least " +
-                                          std::to_string(tally::protocol::kMinSecretBytes));
-  }
-  std::error_code ec;
-  const auto permissions = std::filesystem::status(path, ec).permissions();
-  if (!ec && (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
-                 std::filesystem::perms::none) {
-    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
-  }
-  return tally::Status::OK();
 }
 
 }  // namespace
@@ -91,59 +71,62 @@ int main(int argc, char** argv) {
   std::string partition_mode = "fail-open";
   int64_t escrow_epoch_ms = 200;
 
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_version_flag("--version", tally::VersionLine("tallyd"));
-  app.set_config("--config", "", "Read options from a TOML file (flags override it)");
+  tally::tallyd::AddConfigOption(&app);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
+      ->check(tally::cli::InRange(0, 65'535))
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "Write the bound port to this file once listening (for --port 0)");
   app.add_option("--threads", server.threads, "Worker threads serving connections")
-      ->check(CLI::Range(1, 256))
+      ->check(tally::cli::InRange(1, 256))
       ->capture_default_str();
   app.add_option("--max-connections", server.max_connections,
                  "Connections beyond this get an error and are closed")
-      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->check(tally::cli::InRange(1, 1'000'000))
       ->capture_default_str();
   app.add_option("--max-frame-bytes", server.limits.max_frame_bytes,
                  "Largest request frame accepted; larger ones close the connection")
-      ->check(CLI::Range(size_t{64}, size_t{64} << 20))
+      ->check(tally::cli::InRange(64, int64_t{64} << 20))
       ->capture_default_str();
   app.add_option("--max-checks-per-request", server.limits.max_checks_per_request,
                  "Most checks in one request; more closes the connection")
-      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->check(tally::cli::InRange(1, 1'000'000))
       ->capture_default_str();
   app.add_option("--idle-timeout-ms", server.idle_timeout_ms,
                  "Close a connection that sends nothing for this long")
-      ->check(CLI::PositiveNumber)
+      ->check(tally::cli::InRange(1, kHourMs))
       ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
                  "Close a connection that does not take a response for this long")
-      ->check(CLI::PositiveNumber)
+      ->check(tally::cli::InRange(1, kHourMs))
       ->capture_default_str();
   app.add_option("--drain-timeout-ms", server.drain_timeout_ms,
                  "At shutdown, wait this long for in-flight requests")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tally::cli::InRange(0, kHourMs))
       ->capture_default_str();
   app.add_option("--sweep-interval-ms", server.sweep_interval_ms,
                  "Free expired keys this often; 0 disables the periodic sweep")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tally::cli::InRange(0, kDayMs))
       ->capture_default_str();
   app.add_option("--max-keys", limiter_options.max_keys,
                  "Most keys held; a check that needs a new key beyond it gets resource_exhausted")
-      ->check(CLI::PositiveNumber)
+      ->check(tally::cli::InRange(1, kMostKeys))
       ->capture_default_str();
   app.add_option("--node-id", limiter_options.node_id,
                  "This node's id (its G-counter slot); 0: the one recorded in the data "
                  "directory, or a new random one")
       ->capture_default_str();
-  app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
-      ->capture_default_str();
+  const CLI::Option* data_dir_option =
+      app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
+          ->capture_default_str();
   app.add_flag("--memory-only", memory_only, "Keep no state on disk: a restart forgets all counts");
   app.add_option("--flush-interval-ms", persister_options.flush_interval_ms,
                  "Write changed counters this often; a crash loses at most this much")
-      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->check(tally::cli::InRange(1, 60'000))
       ->capture_default_str();
   app.add_flag("--sync", sync,
                "fsync every flush (survives power loss); default: the WAL reaches the OS, "
@@ -151,19 +134,22 @@ int main(int argc, char** argv) {
   app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
                  "Compact the database this often, dropping expired counters; 0: only as "
                  "RocksDB compacts on its own")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tally::cli::InRange(0, 7 * kDayMs))
       ->capture_default_str();
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
                  "for more. The node joins the cluster through any one that answers; listing "
-                 "this node itself is fine. Without seeds or a secret, the node is local-only");
+                 "this node itself is fine. Without seeds or a secret, the node is local-only")
+      ->check(tally::cli::HostPortCheck());
   app.add_option("--gossip-address", gossip_address,
                  "Address of the gossip port (default: --address)");
   app.add_option("--gossip-advertise", gossip_options.advertise_address,
                  "host:port other members dial to reach this node's gossip port (default: "
-                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)");
+                 "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)")
+      ->check(tally::cli::HostPortCheck());
   app.add_option("--gossip-port", gossip_options.listen_port,
                  "TCP port peers send their state to; 0 picks a free one")
+      ->check(tally::cli::InRange(0, 65'535))
       ->capture_default_str();
   app.add_option("--gossip-port-file", gossip_port_file,
                  "Write the bound gossip port to this file once listening");
@@ -173,35 +159,35 @@ int main(int argc, char** argv) {
                  "is the first member of a cluster that others join");
   app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
                  "Send the keys admitted to since the last round this often")
-      ->check(CLI::Range(int64_t{1}, int64_t{10'000}))
+      ->check(tally::cli::InRange(1, 10'000))
       ->capture_default_str();
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
                  "Send every live key to each peer this often (and after each reconnect)")
-      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->check(tally::cli::InRange(100, kDayMs))
       ->capture_default_str();
   app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
                  "Send this node's heartbeat and membership table to every peer this often")
-      ->check(CLI::Range(int64_t{10}, int64_t{10'000}))
+      ->check(tally::cli::InRange(10, 10'000))
       ->capture_default_str();
   app.add_option("--suspect-after-ms", gossip_options.suspect_after_ms,
                  "A member whose heartbeat has not advanced for this long is suspect")
-      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->check(tally::cli::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--dead-after-ms", gossip_options.dead_after_ms,
                  "... and dead after this long (it still counts for the limits until it leaves)")
-      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->check(tally::cli::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
                  "At start, wait at most this long to join and for every live member's full "
                  "sync before serving")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tally::cli::InRange(0, kHourMs))
       ->capture_default_str();
   app.add_flag("--escrow", escrow,
                "Near a limit, spend only this node's demand-weighted share of what remains per "
                "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
   app.add_option("--escrow-epoch-ms", escrow_epoch_ms,
                  "The epoch of --escrow; keep it several --gossip-interval-ms long")
-      ->check(CLI::Range(int64_t{10}, int64_t{60'000}))
+      ->check(tally::cli::InRange(10, 60'000))
       ->capture_default_str();
   app.add_option("--partition-mode", partition_mode,
                  "While some peers cannot be reached: fail-open enforces the whole limit from "
@@ -211,11 +197,30 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-
-  auto logger = spdlog::stderr_color_mt("tallyd");
-  spdlog::set_default_logger(logger);
+  if (const std::optional<int> exit_code = tally::tallyd::ParseOrExit(app, argc, argv)) {
+    return *exit_code;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (memory_only && data_dir_option->count() > 0) {
+    spdlog::error("not starting: --memory-only keeps nothing on disk, but --data-dir is given "
+                  "(on the command line or in --config): drop one of them");
+    return 1;
+  }
+  // Files are read before anything else starts: a refusal leaves nothing behind.
+  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
+  if (clustered) {
+    if (cluster_secret_file.empty()) {
+      spdlog::error("not starting: --seed needs --cluster-secret-file: only nodes that hold the "
+                    "cluster secret may gossip");
+      return 1;
+    }
+    if (tally::Status status =
+            tally::tallyd::ReadClusterSecret(cluster_secret_file, &gossip_options.cluster_secret);
+        !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+  }
 
   std::unique_ptr<tally::storage::Store> store;
   if (!memory_only) {
@@ -237,7 +242,6 @@ int main(int argc, char** argv) {
                   "--dead-after-ms");
     return 1;
   }
-  const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
   limiter_options.replicate = clustered;
   if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
@@ -273,11 +277,6 @@ int main(int argc, char** argv) {
   int64_t recovery_ms = 0;
   size_t recovered_from = 0;
   if (clustered) {
-    if (tally::Status status = ReadSecret(cluster_secret_file, &gossip_options.cluster_secret);
-        !status.ok()) {
-      spdlog::error("not starting: {}", status.ToString());
-      return 1;
-    }
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
     gossip.emplace(gossip_options, &limiter);

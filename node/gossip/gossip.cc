@@ -14,6 +14,7 @@
 
 #include "node/net/acceptor.h"
 #include "node/common/clock.h"
+#include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
 
 namespace tally {
@@ -265,9 +266,7 @@ Status Gossip::Listen() {
   Status status = tally::Listen(impl.acceptor, options.listen_address, options.listen_port,
                                 "the gossip port");
   if (status.ok() && impl.advertise_address.empty()) {
-    const bool v6 = options.listen_address.find(':') != std::string::npos;
-    impl.advertise_address = (v6 ? "[" + options.listen_address + "]" : options.listen_address) +
-                             ":" + std::to_string(port());
+    impl.advertise_address = FormatHostPort(options.listen_address, port());
   }
   return status;
 }

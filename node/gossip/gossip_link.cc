@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
 #include "node/net/acceptor.h"
 
@@ -12,15 +13,6 @@ namespace {
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.
 constexpr size_t kSyncWatermarkBytes = 1 << 20;
-
-bool SplitHostPort(const std::string& address, std::string* host, std::string* port) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  *host = address.substr(0, colon);
-  if (host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  *port = address.substr(colon + 1);
-  return true;
-}
 
 Frame FrameOf(void (*encode)(std::string*)) {
   auto frame = std::make_shared<std::string>();
@@ -83,15 +75,14 @@ void PeerLink::RedialNow() {
 }
 
 asio::awaitable<Status> PeerLink::Connect() {
-  std::string host, port;
-  if (!SplitHostPort(address_, &host, &port)) {
-    co_return Status::InvalidArgument("not host:port: '" + address_ + "'");
-  }
+  HostPort target;
+  if (Status status = ParseHostPort(address_, &target); !status.ok()) co_return status;
   deadline_ms_ = shared_.NowMs() + shared_.options.connect_timeout_ms;  // Tick closes the socket then
   asio::error_code ec;
   tcp::resolver resolver(socket_.get_executor());
   const auto endpoints =
-      co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
+      co_await resolver.async_resolve(target.host, std::to_string(target.port),
+                                      asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot resolve " + address_ + ": " + ec.message());
   std::vector<tcp::endpoint> others;
   for (const auto& entry : endpoints) {

@@ -22,6 +22,10 @@ using asio::ip::tcp;
 constexpr size_t kMinReadBytes = 4 * 1024;
 constexpr size_t kMaxReadBytes = 64 * 1024;  // a large frame's buffer grows as it arrives
 
+// What a client is told of a frame that does not decode as a Request. The
+// decoder's own description quotes Cap'n Proto's internals: it goes to the log.
+constexpr char kNotARequest[] = "malformed frame: not a valid request message";
+
 // co_spawn's completion: an escaped exception is a bug; log it, never lose it.
 void LogFailure(std::exception_ptr failure, const char* what) {
   if (!failure) return;
@@ -150,12 +154,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return true;
       }
       if (scan.state == protocol::FrameScan::State::kInvalid) {
-        return RefuseFrame(scan.error, scan.error_message);
+        return RefuseFrame(scan.error, scan.error_message, scan.error_message);
       }
       const Status decoded =
           protocol::DecodeRequest(received.first(scan.frame_bytes), options_.limits, &request_);
       if (!decoded.ok()) {
-        return RefuseFrame(protocol::ErrorCodeFor(decoded), std::string(decoded.message()));
+        const protocol::ErrorCode code = protocol::ErrorCodeFor(decoded);
+        const bool malformed = code == protocol::ErrorCode::kMalformedFrame;
+        return RefuseFrame(code, malformed ? kNotARequest : std::string(decoded.message()),
+                           decoded.message());
       }
       handler_.Handle(request_, &response_);
       protocol::EncodeResponse(response_, &out_);
@@ -163,9 +170,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  bool RefuseFrame(protocol::ErrorCode code, const std::string& message) {
-    spdlog::warn("closing connection from {}: {}", peer_, message);
-    out_ += ErrorFrame(code, message);
+  // Queues an error frame saying `reply` and logs `detail`.
+  bool RefuseFrame(protocol::ErrorCode code, std::string reply, std::string_view detail) {
+    spdlog::warn("closing connection from {}: {}", peer_, detail);
+    out_ += ErrorFrame(code, std::move(reply));
     return false;
   }
 

@@ -18,4 +18,14 @@ inline Status StartTallyd(const std::vector<std::string>& args,
   return TallydProcess::Start({TALLYD_PATH, args, "", false}, process, start_timeout_ms);
 }
 
+// Runs tallyd with exactly `args` until it exits; its stderr and stdout (the
+// log) go to *output. Returns the exit code, or -1 if it still ran after
+// timeout_ms (it is then killed): for flags and files tallyd must refuse.
+inline int RunTallyd(const std::vector<std::string>& args, std::string* output,
+                     int timeout_ms = 5'000) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", TALLYD_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, output, timeout_ms);
+}
+
 }  // namespace tally::testing

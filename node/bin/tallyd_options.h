@@ -1,0 +1,37 @@
+// tallyd's start: reading its flags, and the files it reads before it does
+// anything else. Whatever is refused is logged as one line,
+// "not starting: ...", saying which flag, file or value is wrong, and tallyd
+// then exits 1 without having touched its data directory or a port.
+//
+// Thread safety: call from main's thread, before any other thread starts.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "node/common/status.h"
+
+namespace tally::tallyd {
+
+// Adds --config to `app`: a TOML file whose keys are the long flags' names
+// (`max-keys = 1000`). Flags given override the file. The file is refused
+// whole, naming the line where known, when a key names no flag of `app`, sits
+// in a [section] or is set twice, or when it is over 1 MiB. `app` must
+// outlive its parsing.
+void AddConfigOption(CLI::App* app);
+
+// Parses argv into the options added to `app`. Returns nullopt when tallyd
+// goes on; otherwise the exit code: 0 once --help is printed, 1 once an
+// error is logged (spdlog's default logger must be set up).
+std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
+
+// The cluster secret held in the file at `path`, without trailing whitespace.
+// The file may be anything that reads (a pipe too) but must hold at least
+// protocol::kMinSecretBytes and at most 4096 bytes. A read that fails (a
+// directory) is an IOError saying why; a wrong size, InvalidArgument. Warns
+// when others than the owner may read the file.
+Status ReadClusterSecret(const std::string& path, std::string* secret);
+
+}  // namespace tally::tallyd

@@ -1,0 +1,147 @@
+// tallyd at start: flags, config files and the files it reads are checked
+// before it does anything, and what it refuses ends it with exit 1 and one
+// log line saying which flag, file, key or value is wrong.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/must_check.h"
+#include "tests/support/tallyd_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace tally {
+namespace {
+
+using testing::TempDir;
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Runs tallyd on an ephemeral port and off the disk with `args`, expecting a
+// refusal: exit 1 and a log of one line "not starting: ..." holding each of
+// `expected`.
+void ExpectRefused(const std::vector<std::string>& args, const std::vector<std::string>& expected) {
+  std::vector<std::string> argv = {"--address",     "127.0.0.1", "--port",       "0",
+                                   "--gossip-port", "0",         "--memory-only"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string log;
+  CHECK_MESSAGE(testing::RunTallyd(argv, &log) == 1, log);
+  CHECK_MESSAGE(Contains(log, "not starting: "), log);
+  CHECK_MESSAGE(std::count(log.begin(), log.end(), '\n') == 1, log);
+  for (const std::string& part : expected) CHECK_MESSAGE(Contains(log, part), log);
+}
+
+// Writes `text` to `path` and returns the path.
+std::string WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A value out of its range is named with the flag and the range, not with
+// CLI11's 300-digit bound of a double.
+TEST_CASE("tallyd start: a range error names the flag, the value and the range") {
+  ExpectRefused({"--idle-timeout-ms", "-5"}, {"--idle-timeout-ms: -5 is not in 1..3600000"});
+  ExpectRefused({"--max-keys", "0"}, {"--max-keys: 0 is not in 1..1000000000"});
+  ExpectRefused({"--threads", "two"}, {"--threads: two is not a whole number"});
+  TempDir dir;
+  ExpectRefused({"--config", WriteFile(dir.Path("tally.toml"), "drain-timeout-ms = -1\n")},
+                {"--drain-timeout-ms: -1 is not in 0..3600000"});
+}
+
+// A config file is read whole or not at all: a misspelt key, a line that is
+// not TOML, a key in a section or a key set twice stops tallyd, naming the
+// file, the line and the key.
+TEST_CASE("tallyd start: a config file with a key that is not a flag is refused") {
+  TempDir dir;
+  const auto refused = [&](const std::string& text, const std::vector<std::string>& expected) {
+    const std::string path = WriteFile(dir.Path("tally.toml"), text);
+    std::vector<std::string> all = {"--config " + path + ": "};
+    all.insert(all.end(), expected.begin(), expected.end());
+    ExpectRefused({"--config", path}, all);
+  };
+  refused("port = 0\nmax-key = 10\n", {"line 2: unknown key 'max-key'"});
+  refused("# tally\nport = 0\nthis is not toml\n", {"line 3: unknown key 'this is not toml'"});
+  refused("[server]\nport = 0\n", {"unknown key 'server.port'"});
+  refused("max-keys = 5\nthreads = 2\nmax-keys = 6\n", {"line 3: 'max-keys' is set twice"});
+  refused("config = \"other.toml\"\n", {"line 1: unknown key 'config'"});
+}
+
+// A config path that is a directory, missing, or endless is refused, not read.
+TEST_CASE("tallyd start: a config path that is no readable file is refused") {
+  TempDir dir;
+  ExpectRefused({"--config", dir.Path("")}, {"--config " + dir.Path("") + ": no such file"});
+  ExpectRefused({"--config", dir.Path("missing.toml")}, {"missing.toml: no such file"});
+  ExpectRefused({"--config", "/dev/zero"}, {"--config /dev/zero: holds more than 1048576 bytes"});
+}
+
+// A valid config file still applies, comments and all; flags override it.
+TEST_CASE("tallyd start: a valid config file applies") {
+  TempDir dir;
+  // Out of range, but StartTallyd's --threads 2 overrides it.
+  const std::string path =
+      WriteFile(dir.Path("tally.toml"), "# one key only\nmax-keys = 1  # tiny\nthreads = 300\n");
+  std::unique_ptr<testing::TallydProcess> tallyd;
+  const Status started = testing::StartTallyd({"--memory-only", "--config", path}, &tallyd);
+  REQUIRE_MESSAGE(started.ok(), started.ToString());
+  std::unique_ptr<Client> client;
+  REQUIRE(tallyd->Connect(&client).ok());
+  const LimitSpec spec{Algorithm::kFixedWindow, 10, 3'600'000};
+  CHECK(testing::MustCheck(*client, {"first", spec, 1}).allowed);
+  protocol::CheckOutcome second;
+  REQUIRE(client->Check({"second", spec, 1}, &second).ok());
+  CHECK(second.error == protocol::ErrorCode::kResourceExhausted);
+}
+
+// A --cluster-secret-file that cannot be read ends tallyd with one line, not
+// with an uncaught exception (abort, exit 134), and before it opens a port.
+TEST_CASE("tallyd start: an unreadable cluster secret file is refused in one line") {
+  TempDir dir;
+  const auto refused = [](const std::string& path, const std::string& why) {
+    ExpectRefused({"--cluster-secret-file", path}, {"the cluster secret file " + path, why});
+  };
+  refused(dir.Path(""), "Is a directory");
+  refused(dir.Path("missing"), "No such file or directory");
+  refused("/dev/zero", "holds more than 4096 bytes");
+}
+
+// A seed or advertised address that is not host:port would leave the node
+// serving alone: it is refused, naming the flag and the value.
+TEST_CASE("tallyd start: a malformed --seed or --gossip-advertise is refused") {
+  TempDir dir;
+  const std::string secret = WriteFile(dir.Path("secret"), "a secret the members share\n");
+  for (const std::string seed : {"tally-seeds", "127.0.0.1:", ":7421", "127.0.0.1:0",
+                                 "127.0.0.1:70000", "127.0.0.1:abc", "::1:7421"}) {
+    ExpectRefused({"--cluster-secret-file", secret, "--seed", "127.0.0.1:7421", "--seed", seed},
+                  {"--seed: '" + seed + "' is not host:port ("});
+  }
+  ExpectRefused({"--cluster-secret-file", secret, "--gossip-advertise", "10.0.0.1"},
+                {"--gossip-advertise: '10.0.0.1' is not host:port (no port)"});
+  const std::string config =
+      WriteFile(dir.Path("tally.toml"), "seed = [\"127.0.0.1:7421\", \"tally-seeds\"]\n");
+  ExpectRefused({"--cluster-secret-file", secret, "--config", config},
+                {"--seed: 'tally-seeds' is not host:port (no port)"});
+}
+
+// --memory-only keeps nothing on disk, so a --data-dir beside it (on the
+// command line or in --config) is a contradiction tallyd refuses; a config
+// file saying memory-only = false is no such contradiction.
+TEST_CASE("tallyd start: --memory-only with --data-dir is refused") {
+  TempDir dir;
+  const std::string data_dir = dir.Path("data");
+  const std::string why = "--memory-only keeps nothing on disk, but --data-dir is given";
+  ExpectRefused({"--data-dir", data_dir}, {why});
+  ExpectRefused({"--config", WriteFile(dir.Path("data.toml"), "data-dir = \"" + data_dir + "\"\n")},
+                {why});
+  CHECK_FALSE(std::filesystem::exists(data_dir));
+
+  std::unique_ptr<testing::TallydProcess> tallyd;  // it adds a --data-dir of its own
+  const Status started = testing::StartTallyd(
+      {"--config", WriteFile(dir.Path("disk.toml"), "memory-only = false\n")}, &tallyd);
+  CHECK_MESSAGE(started.ok(), started.ToString());
+}
+
+}  // namespace
+}  // namespace tally
