@@ -1,0 +1,142 @@
+#include "node/server/connection.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+#include <spdlog/spdlog.h>
+
+#include "node/net/acceptor.h"
+
+namespace tally::server {
+namespace {
+
+constexpr size_t kMinReadBytes = 4 * 1024;
+constexpr size_t kMaxReadBytes = 64 * 1024;  // a large frame's buffer grows as it arrives
+
+}  // namespace
+
+void LogFailure(std::exception_ptr failure, const char* what) {
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    spdlog::error("{} failed: {}", what, e.what());
+  }
+}
+
+std::string ErrorFrame(protocol::ErrorCode code, std::string message) {
+  protocol::Response response;
+  response.kind = protocol::ResponseKind::kError;
+  response.error = code;
+  response.error_message = std::move(message);
+  std::string frame;
+  protocol::EncodeResponse(response, &frame);
+  return frame;
+}
+
+Connection::Connection(tcp::socket socket, Worker& worker, const Server::Options& options,
+                       Limiter* limiter, const Clock* clock, RequestHandler::StatsSource stats)
+    : socket_(std::move(socket)),
+      timer_(worker.io),
+      clock_(clock),
+      deadline_ms_(clock->MonotonicMs()),
+      worker_(worker),
+      options_(options),
+      peer_(PeerName(socket_)),
+      handler_(limiter, &worker.counters, std::move(stats)) {}
+
+void Connection::Start() {
+  worker_.connections.insert(shared_from_this());
+  WorkerCounters::Add(worker_.counters.connections_open, 1);
+  WorkerCounters::Add(worker_.counters.connections_total, 1);
+  socket_.set_option(tcp::no_delay(true));
+  auto self = shared_from_this();
+  asio::co_spawn(worker_.io, Serve(), [self](std::exception_ptr e) { LogFailure(e, "connection"); });
+  asio::co_spawn(worker_.io, Watchdog(), [self](std::exception_ptr e) { LogFailure(e, "watchdog"); });
+}
+
+void Connection::Stop() {
+  stop_requested_ = true;
+  if (reading_) socket_.cancel();
+}
+
+void Connection::Close() {
+  if (!socket_.is_open()) return;
+  asio::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  timer_.cancel();
+  WorkerCounters::Add(worker_.counters.connections_open, static_cast<uint64_t>(-1));
+  worker_.connections.erase(shared_from_this());
+  if (worker_.stopping && worker_.connections.empty()) worker_.drain_timer.cancel();
+}
+
+asio::awaitable<void> Connection::Serve() {
+  size_t bytes_wanted = kMinReadBytes;
+  while (!stop_requested_) {
+    deadline_ms_ = clock_->MonotonicMs() + options_.idle_timeout_ms;
+    const std::span<std::byte> room =
+        in_.writable(std::clamp(bytes_wanted, kMinReadBytes, kMaxReadBytes));
+    asio::error_code ec;
+    reading_ = true;
+    const size_t received = co_await socket_.async_read_some(
+        asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
+    reading_ = false;
+    if (ec) break;  // end of stream, reset, or cancelled by Stop or the watchdog
+    in_.Commit(received);
+    const bool keep_open = AnswerFrames(&bytes_wanted);
+    if (!out_.empty()) {
+      deadline_ms_ = clock_->MonotonicMs() + options_.write_timeout_ms;
+      co_await asio::async_write(socket_, asio::buffer(out_),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      out_.clear();
+      if (ec) break;
+    }
+    if (!keep_open) break;
+    in_.ShrinkIfIdle();
+  }
+  Close();
+}
+
+asio::awaitable<void> Connection::Watchdog() {
+  while (socket_.is_open()) {
+    timer_.expires_after(std::chrono::milliseconds(deadline_ms_ - clock_->MonotonicMs()));
+    asio::error_code ec;
+    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (socket_.is_open() && clock_->MonotonicMs() >= deadline_ms_) {
+      spdlog::info("closing connection from {}: {} timeout", peer_, reading_ ? "idle" : "write");
+      Close();
+    }
+  }
+}
+
+bool Connection::AnswerFrames(size_t* bytes_wanted) {
+  for (;;) {
+    const std::span<const std::byte> received = in_.readable();
+    const protocol::FrameScan scan = protocol::ScanFrame(received, options_.limits);
+    if (scan.state == protocol::FrameScan::State::kNeedMore) {
+      *bytes_wanted = scan.frame_bytes - received.size();
+      return true;
+    }
+    if (scan.state == protocol::FrameScan::State::kInvalid) {
+      return RefuseFrame(scan.error, scan.error_message);
+    }
+    const Status decoded =
+        protocol::DecodeRequest(received.first(scan.frame_bytes), options_.limits, &request_);
+    if (!decoded.ok()) {
+      return RefuseFrame(protocol::ErrorCodeFor(decoded), std::string(decoded.message()));
+    }
+    handler_.Handle(request_, &response_);
+    protocol::EncodeResponse(response_, &out_);
+    in_.Consume(scan.frame_bytes);
+  }
+}
+
+bool Connection::RefuseFrame(protocol::ErrorCode code, const std::string& message) {
+  spdlog::warn("closing connection from {}: {}", peer_, message);
+  out_ += ErrorFrame(code, message);
+  return false;
+}
+
+}  // namespace tally::server
