@@ -105,7 +105,11 @@ asio::awaitable<void> Connection::Watchdog() {
     asio::error_code ec;
     co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (socket_.is_open() && clock_->MonotonicMs() >= deadline_ms_) {
-      spdlog::info("closing connection from {}: {} timeout", peer_, reading_ ? "idle" : "write");
+      if (reading_) {
+        spdlog::debug("closing connection from {}: idle timeout", peer_);
+      } else {
+        worker_.log.Warn("closing connection from " + peer_ + ": write timeout");
+      }
       Close();
     }
   }
@@ -134,7 +138,7 @@ bool Connection::AnswerFrames(size_t* bytes_wanted) {
 }
 
 bool Connection::RefuseFrame(protocol::ErrorCode code, const std::string& message) {
-  spdlog::warn("closing connection from {}: {}", peer_, message);
+  worker_.log.Warn("closing connection from " + peer_ + ": " + message);
   out_ += ErrorFrame(code, message);
   return false;
 }

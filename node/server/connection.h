@@ -5,6 +5,10 @@
 // member of a Connection, and the Worker's fields below `counters`, are owned
 // by that worker's thread. WorkerCounters are written by the worker only and
 // read by any thread (stats).
+//
+// Warnings a client can provoke at will (refused connections, bad frames,
+// timeouts) go through the worker's RateLimitedLog: at most one line a
+// second per worker.
 #pragma once
 
 #include <asio.hpp>
@@ -16,6 +20,7 @@
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
+#include "node/net/rate_limited_log.h"
 #include "node/server/request_handler.h"
 #include "node/server/server.h"
 #include "protocol/codec.h"
@@ -34,8 +39,10 @@ std::string ErrorFrame(protocol::ErrorCode code, std::string message);
 
 class Connection;
 
-// One worker thread and what it owns.
+// One worker thread and what it owns. The clock must outlive it.
 struct Worker {
+  explicit Worker(const Clock* clock) : log(clock, "client-port warnings") {}
+
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   WorkerCounters counters;
@@ -43,6 +50,7 @@ struct Worker {
   std::unordered_set<std::shared_ptr<Connection>> connections;
   bool stopping = false;
   asio::steady_timer drain_timer{io};  // bounds the drain at shutdown
+  RateLimitedLog log;
 };
 
 // One client connection; every member is owned by its worker's thread.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -24,10 +25,16 @@ struct Server::Impl {
         limiter(lim),
         clock(clk),
         started_ms(clk->MonotonicMs()),
-        workers(static_cast<size_t>(std::max(1, opts.threads))),
+        workers(MakeWorkers(std::max(1, opts.threads), clk)),
         acceptor(workers[0].io),
         signals(workers[0].io),
         sweep_timer(workers[0].io) {}
+
+  static std::deque<Worker> MakeWorkers(int count, const Clock* clock) {
+    std::deque<Worker> made;
+    for (int i = 0; i < count; ++i) made.emplace_back(clock);
+    return made;
+  }
 
   asio::awaitable<void> Accept() {
     size_t next = 0;
@@ -38,12 +45,12 @@ struct Server::Impl {
       co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
-        spdlog::warn("accept failed: {}", ec.message());
+        workers[0].log.Warn("accept failed: " + ec.message());
         continue;
       }
       if (OpenConnections() >= options.max_connections) {
-        spdlog::warn("refusing connection from {}: {} connections open", PeerName(socket),
-                     options.max_connections);
+        workers[0].log.Warn("refusing connection from " + PeerName(socket) + ": " +
+                            std::to_string(options.max_connections) + " connections open");
         asio::write(socket, asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted,
                                                     "too many connections")),
                     ec);
@@ -131,7 +138,7 @@ struct Server::Impl {
   Limiter* const limiter;
   const Clock* const clock;
   const int64_t started_ms;
-  std::vector<Worker> workers;
+  std::deque<Worker> workers;  // never resized: connections hold references
   tcp::acceptor acceptor;       // worker 0
   asio::signal_set signals;     // worker 0
   asio::steady_timer sweep_timer;  // worker 0

@@ -13,7 +13,9 @@
 // connection gets an error frame (kResourceExhausted) and is closed. A frame
 // that fails ScanFrame or decoding gets an error frame (kMalformedFrame,
 // kFrameTooLarge, or kInvalidArgument for too many checks; id 0) and the
-// connection is closed; other connections are not affected.
+// connection is closed; other connections are not affected. Warnings a
+// client can provoke (refused connections, bad frames, timeouts) are logged
+// at most once a second per worker, with a count of those left out.
 //
 // Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
 // received are answered; idle connections are closed; after drain_timeout_ms
