@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 #include "node/common/clock.h"
 #include "node/gossip/gossip_peer.h"
@@ -26,21 +27,18 @@ using gossip::tcp;
 
 struct Gossip::Impl {
   Impl(const Options& gossip_options, Limiter* limiter)
-      : shared(gossip_options, limiter), acceptor(io), round_timer(io) {}
+      : shared(gossip_options, limiter),
+        acceptor(io),
+        accept_loop(
+            &acceptor, &shared.log, "the gossip port",
+            [this] { return asio::any_io_executor(io.get_executor()); },
+            [this](tcp::socket socket) { Admit(std::move(socket)); }),
+        round_timer(io) {}
 
-  asio::awaitable<void> Accept() {
-    for (;;) {
-      tcp::socket socket(io);
-      asio::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-      if (ec) {
-        shared.log.Warn("gossip accept failed: " + ec.message());
-        continue;
-      }
-      socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();
-    }
+  void Admit(tcp::socket socket) {
+    asio::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();
   }
 
   // Every interval_ms: this node's delta to every link that is up, then the
@@ -210,8 +208,7 @@ struct Gossip::Impl {
   // On the gossip thread.
   void Shutdown() {
     stopping = true;
-    asio::error_code ignored;
-    acceptor.close(ignored);
+    accept_loop.Stop();
     round_timer.cancel();
     for (const auto& [address, link] : links) link->Stop();
     const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
@@ -226,6 +223,7 @@ struct Gossip::Impl {
   // Owned by the gossip thread once it runs.
   asio::io_context io{1};
   tcp::acceptor acceptor;
+  AcceptLoop accept_loop;
   asio::steady_timer round_timer;
   std::map<std::string, std::shared_ptr<PeerLink>> links;  // by address
   std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
@@ -292,7 +290,7 @@ void Gossip::Start() {
       if (e) spdlog::error("gossip {} failed: an exception escaped", what);
     };
   };
-  asio::co_spawn(impl.io, impl.Accept(), log_failure("accept loop"));
+  asio::co_spawn(impl.io, impl.accept_loop.Run(), log_failure("accept loop"));
   asio::co_spawn(impl.io, impl.Rounds(), log_failure("rounds"));
   impl.thread = std::thread([&impl] {
     pthread_setname_np(pthread_self(), "tally-gossip");

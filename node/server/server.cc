@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 #include "node/server/connection.h"
 
@@ -27,6 +28,10 @@ struct Server::Impl {
         started_ms(clk->MonotonicMs()),
         workers(MakeWorkers(std::max(1, opts.threads), clk)),
         acceptor(workers[0].io),
+        accept_loop(
+            &acceptor, &workers[0].log, "the client port",
+            [this] { return asio::any_io_executor(NextWorker().io.get_executor()); },
+            [this](tcp::socket socket) { Admit(std::move(socket)); }),
         signals(workers[0].io),
         sweep_timer(workers[0].io) {}
 
@@ -36,33 +41,29 @@ struct Server::Impl {
     return made;
   }
 
-  asio::awaitable<void> Accept() {
-    size_t next = 0;
-    for (;;) {
-      Worker& worker = workers[next++ % workers.size()];
-      tcp::socket socket(worker.io);
-      asio::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-      if (ec) {
-        workers[0].log.Warn("accept failed: " + ec.message());
-        continue;
-      }
-      if (OpenConnections() >= options.max_connections) {
-        workers[0].log.Warn("refusing connection from " + PeerName(socket) + ": " +
-                            std::to_string(options.max_connections) + " connections open");
-        asio::write(socket, asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted,
-                                                    "too many connections")),
-                    ec);
-        continue;  // the socket closes as it goes out of scope
-      }
-      asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
-        if (worker.stopping) return;
-        std::make_shared<Connection>(std::move(socket), worker, options, limiter, clock,
-                                     [this] { return Stats(); })
-            ->Start();
-      });
+  // The worker the next connection is accepted onto: the workers take turns.
+  Worker& NextWorker() { return workers[next_worker % workers.size()]; }
+
+  // On worker 0: hands a new connection to its worker, or refuses it at
+  // max_connections.
+  void Admit(tcp::socket socket) {
+    Worker& worker = NextWorker();
+    ++next_worker;
+    if (OpenConnections() >= options.max_connections) {
+      workers[0].log.Warn("refusing connection from " + PeerName(socket) + ": " +
+                          std::to_string(options.max_connections) + " connections open");
+      asio::error_code ignored;
+      asio::write(socket, asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted,
+                                                  "too many connections")),
+                  ignored);
+      return;  // the socket closes as it goes out of scope
     }
+    asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
+      if (worker.stopping) return;
+      std::make_shared<Connection>(std::move(socket), worker, options, limiter, clock,
+                                   [this] { return Stats(); })
+          ->Start();
+    });
   }
 
   asio::awaitable<void> SweepPeriodically() {
@@ -81,8 +82,8 @@ struct Server::Impl {
     if (shutting_down) return;
     shutting_down = true;
     spdlog::info("shutting down: no new connections; draining");
+    accept_loop.Stop();
     asio::error_code ignored;
-    acceptor.close(ignored);
     signals.cancel(ignored);
     sweep_timer.cancel();
     for (Worker& worker : workers) {
@@ -140,6 +141,8 @@ struct Server::Impl {
   const int64_t started_ms;
   std::deque<Worker> workers;  // never resized: connections hold references
   tcp::acceptor acceptor;       // worker 0
+  AcceptLoop accept_loop;       // worker 0
+  size_t next_worker = 0;       // worker 0
   asio::signal_set signals;     // worker 0
   asio::steady_timer sweep_timer;  // worker 0
   bool shutting_down = false;   // worker 0
@@ -160,7 +163,8 @@ uint16_t Server::port() const { return BoundPort(impl_->acceptor); }
 void Server::Run() {
   Impl& impl = *impl_;
   asio::io_context& io = impl.workers[0].io;
-  asio::co_spawn(io, impl.Accept(), [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
+  asio::co_spawn(io, impl.accept_loop.Run(),
+                 [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
   if (impl.options.sweep_interval_ms > 0) {
     asio::co_spawn(io, impl.SweepPeriodically(), [](std::exception_ptr e) { LogFailure(e, "sweep"); });
   }

@@ -3,11 +3,13 @@
 // Threads: Options::threads workers, each running its own io_context. A
 // connection lives on one worker from accept to close, so all of its state
 // (socket, buffers, deadline) is owned by that worker thread and needs no
-// lock. The acceptor, the signal handler and the periodic sweep run on worker
-// 0. Shared between workers: the Limiter (thread-safe) and the per-worker
+// lock. The accept loop, the signal handler and the periodic sweep run on
+// worker 0. Shared between workers: the Limiter (thread-safe) and the per-worker
 // counters (each written by its own worker only).
 //
 // Connections: responses go out in request order; requests may be pipelined.
+// When the process runs out of file descriptors, accepting backs off (up to
+// a second, node/net/accept_loop.h) while open connections are served.
 // A connection that sends nothing for idle_timeout_ms, or does not take a
 // response within write_timeout_ms, is closed. At max_connections, a new
 // connection gets an error frame (kResourceExhausted) and is closed. A frame
