@@ -165,6 +165,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gossip-port-file", gossip_port_file,
                  "Write the bound gossip port to this file once listening");
+  app.add_option("--max-gossip-connections", gossip_options.max_connections,
+                 "Gossip connections from peers beyond this are closed at once")
+      ->check(CLI::Range(size_t{1}, size_t{100'000}))
+      ->capture_default_str();
   app.add_option("--cluster-secret-file", cluster_secret_file,
                  "File holding the secret every member shares (at least 16 bytes; a trailing "
                  "newline is ignored); required with --seed. With it and no --seed, the node "

@@ -35,7 +35,14 @@ struct Gossip::Impl {
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
         round_timer(io) {}
 
+  // A new connection to the gossip port: a session, unless max_connections are open.
   void Admit(tcp::socket socket) {
+    if (sessions.size() >= shared.options.max_connections) {
+      GossipShared::Add(shared.sessions_refused, 1);
+      shared.log.Warn("refusing gossip connection from " + PeerName(socket) + ": " +
+                      std::to_string(sessions.size()) + " sessions open (--max-gossip-connections)");
+      return;  // the socket closes as it goes out of scope
+    }
     asio::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();

@@ -40,7 +40,9 @@
 // reordered messages change nothing). A session that sends anything but a
 // well-formed hello first, a message without a valid seal, garbage, this
 // node's own id, or is silent for idle_timeout_ms is closed and logged
-// (rate-limited); the others go on. The
+// (rate-limited); the others go on. With max_connections sessions open, a
+// new connection is closed at once (logged, counted as refused). Accepting
+// backs off when descriptors run out (node/net/accept_loop.h). The
 // gossip port carries only the peer protocol: no client request is served
 // there, and the client port accepts no peer message.
 //
@@ -85,6 +87,7 @@ class Gossip {
     int64_t connect_timeout_ms = 1'000;
     int64_t reconnect_min_ms = 50;
     int64_t reconnect_max_ms = 1'000;
+    size_t max_connections = 256;  // sessions from peers; beyond it a connection is closed at once
     size_t max_frame_bytes = 256 * 1024;       // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
     // Monotonic time for intervals and timeouts, wall time for heartbeats
