@@ -35,17 +35,42 @@ struct Gossip::Impl {
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
         round_timer(io) {}
 
-  // A new connection to the gossip port: a session, unless max_connections are open.
+  // A new connection to the gossip port becomes a session, unless
+  // max_connections are open or its address has max_unauthenticated_per_address
+  // sessions that have not proven the secret; at max_unauthenticated such
+  // sessions, the oldest of them is closed to make room (so that holding them
+  // costs an outsider a steady stream of new connections).
   void Admit(tcp::socket socket) {
-    if (sessions.size() >= shared.options.max_connections) {
+    const asio::ip::address address = RemoteAddress(socket);
+    const Gossip::Options& options = shared.options;
+    std::shared_ptr<PeerSession> oldest;  // the oldest session not proven yet
+    size_t unproven = 0, unproven_here = 0;
+    for (const auto& session : sessions) {
+      if (session->proven()) continue;
+      ++unproven;
+      unproven_here += session->address() == address ? 1 : 0;
+      if (!oldest || session->sequence() < oldest->sequence()) oldest = session;
+    }
+    std::string refusal;
+    if (sessions.size() >= options.max_connections) {
+      refusal = std::to_string(sessions.size()) + " sessions open (--max-gossip-connections)";
+    } else if (unproven_here >= options.max_unauthenticated_per_address) {
+      refusal = std::to_string(unproven_here) + " sessions from its address have not proven the "
+                "cluster secret yet";
+    }
+    if (!refusal.empty()) {
       GossipShared::Add(shared.sessions_refused, 1);
-      shared.log.Warn("refusing gossip connection from " + PeerName(socket) + ": " +
-                      std::to_string(sessions.size()) + " sessions open (--max-gossip-connections)");
+      shared.log.Warn("refusing gossip connection from " + PeerName(socket) + ": " + refusal);
       return;  // the socket closes as it goes out of scope
+    }
+    if (unproven >= options.max_unauthenticated) {
+      oldest->Refuse("the oldest of " + std::to_string(unproven) +
+                     " sessions that have not proven the cluster secret, closed for a new one");
     }
     asio::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();
+    std::make_shared<PeerSession>(shared, std::move(socket), &sessions, ++sessions_accepted)
+        ->Start();
   }
 
   // Every interval_ms: this node's delta to every link that is up, then the
@@ -236,6 +261,7 @@ struct Gossip::Impl {
   std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
   std::set<std::string> self_seeds;     // the seeds that are this node
   std::set<std::shared_ptr<PeerSession>> sessions;
+  uint64_t sessions_accepted = 0;
   int64_t last_beat_ms = INT64_MIN / 2;
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;

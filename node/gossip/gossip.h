@@ -33,7 +33,11 @@
 // dialler's hello is sealed with an HMAC under a key derived from the
 // cluster secret and both nonces, and a sequence number
 // (protocol/peer_auth.h). A peer without the secret cannot get past the
-// handshake; a replayed or reordered message fails its seal.
+// handshake; a replayed or reordered message fails its seal. Until a
+// session's first seal checks out, its peer may send frames of at most
+// 4 KiB (a dialler's first sealed message is a heartbeat), so an outsider
+// never gets more than the session's initial buffer; sessions that have not
+// proven the secret are limited per address and in all (Options).
 //
 // Sessions: peers dial this node's gossip port; their state is max-merged
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
@@ -88,6 +92,10 @@ class Gossip {
     int64_t reconnect_min_ms = 50;
     int64_t reconnect_max_ms = 1'000;
     size_t max_connections = 256;  // sessions from peers; beyond it a connection is closed at once
+    // Sessions that have not proven the cluster secret yet: from one IP
+    // address (more are refused), and in all (the oldest makes room).
+    size_t max_unauthenticated_per_address = 8;
+    size_t max_unauthenticated = 64;
     size_t max_frame_bytes = 256 * 1024;       // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
     // Monotonic time for intervals and timeouts, wall time for heartbeats

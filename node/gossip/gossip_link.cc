@@ -113,7 +113,8 @@ asio::awaitable<Status> PeerLink::Connect() {
   protocol::PeerMessage reply;
   size_t sizes[2] = {0, 0};
   in_ = protocol::FrameBuffer();
-  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
+  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, HandshakeFrameLimits(), shared_);
+      !status.ok()) {
     co_return Status::Unavailable("no sealed hello in reply: " + status.ToString());
   }
   if (Status status = DecodeAt(in_, 0, sizes[0], &reply); !status.ok()) co_return status;
@@ -146,6 +147,9 @@ asio::awaitable<Status> PeerLink::Connect() {
   ever_up_ = true;
   reported_down_ = false;
   last_enqueue_ms_ = shared_.NowMs();
+  // First a heartbeat: the peer takes only small frames until one of ours
+  // proves the secret (HandshakeFrameLimits); the membership table may be large.
+  Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   if (shared_.members_frame) Enqueue(shared_.members_frame);
   StartSync();
   PublishStatus();

@@ -36,9 +36,14 @@ using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
 
 
-// The limits on frames a peer may send: the sender cuts frames at
-// Options::max_frame_bytes (at most 1 MiB) plus one entry.
+// The limits on frames a peer may send once it has proven the cluster
+// secret: the sender cuts frames at Options::max_frame_bytes (at most
+// 1 MiB) plus one entry.
 protocol::FrameLimits PeerFrameLimits();
+
+// The limits before that: a hello, a seal, and the dialler's first sealed
+// message (a heartbeat) are tiny, so an outsider never gets a large buffer.
+protocol::FrameLimits HandshakeFrameLimits();
 
 struct GossipShared {
   GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
@@ -81,10 +86,12 @@ struct GossipShared {
 };
 
 // Reads from the socket into *buffer until `count` (1 or 2) whole frames
-// are there, their sizes into sizes[]. IOError when the connection ends or
-// fails; Corruption for bytes that are no frame.
+// within `limits` are there, their sizes into sizes[]. IOError when the
+// connection ends or fails; Corruption for bytes that are no frame or a
+// frame over the limits.
 asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
-                                   size_t count, size_t sizes[2], GossipShared& shared);
+                                   size_t count, size_t sizes[2],
+                                   const protocol::FrameLimits& limits, GossipShared& shared);
 
 // Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
 Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
@@ -159,12 +166,21 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
 // A connection a peer dialled to this node, carrying the peer's state here.
 class PeerSession : public std::enable_shared_from_this<PeerSession> {
  public:
+  // `sequence`: the order of accepting (1, 2, ...), to find the oldest session.
   PeerSession(GossipShared& shared, tcp::socket socket,
-              std::set<std::shared_ptr<PeerSession>>* sessions);
+              std::set<std::shared_ptr<PeerSession>>* sessions, uint64_t sequence);
   void Start();
   void Close();
+  // Closes the session as one refused: logged (rate-limited) and counted in
+  // sessions_refused, once however often it is refused.
+  void Refuse(const std::string& why);
   // Closes the session when nothing arrived for idle_timeout_ms.
   void Tick(int64_t now_ms);
+  // The peer has sent a message sealed under the cluster secret.
+  bool proven() const { return counted_; }
+  // The peer's IP address (unspecified when unknown).
+  const asio::ip::address& address() const { return address_; }
+  uint64_t sequence() const { return sequence_; }
 
  private:
   asio::awaitable<void> Run();
@@ -178,12 +194,15 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   GossipShared& shared_;
   tcp::socket socket_;
   std::set<std::shared_ptr<PeerSession>>* const sessions_;
+  const asio::ip::address address_;
   const std::string peer_;
+  const uint64_t sequence_;
   protocol::FrameBuffer in_;
   NodeId node_id_ = 0;
   std::optional<protocol::PeerAuth> auth_;
   uint64_t next_seq_ = 1;
   bool counted_ = false;  // counted among the node's open sessions
+  bool refused_ = false;
   int64_t last_frame_ms_;
 };
 

@@ -41,6 +41,13 @@ inline uint16_t BoundPort(const asio::ip::tcp::acceptor& acceptor) {
   return ec ? 0 : endpoint.port();
 }
 
+// The IP address of the other end of a connected socket; unspecified when unknown.
+inline asio::ip::address RemoteAddress(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  const asio::ip::tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? asio::ip::address() : peer.address();
+}
+
 // "address:port" of the other end of a connected socket; "?" when unknown.
 inline std::string PeerName(const asio::ip::tcp::socket& socket) {
   asio::error_code ec;

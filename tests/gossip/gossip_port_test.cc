@@ -3,12 +3,15 @@
 // sessions go on.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/poll.h"
+#include "tests/support/proc_stats.h"
 #include "tests/support/raw_connection.h"
 #include "tests/support/tallyd_process.h"
 #include "tests/support/temp_dir.h"
@@ -23,6 +26,18 @@ using testing::TallydProcess;
 using testing::TestPeer;
 
 const std::string kSecret = "a secret the members share";
+
+std::string Hello(NodeId id) {
+  std::string hello;
+  protocol::EncodeHello(id, protocol::RandomNonce(), &hello);
+  return hello;
+}
+
+// The segment table of a one-segment frame of `frame_bytes` in all.
+std::string FrameHeader(uint32_t frame_bytes) {
+  const uint32_t table[2] = {0, (frame_bytes - 8) / 8};  // little-endian on x86
+  return std::string(reinterpret_cast<const char*>(table), sizeof(table));
+}
 
 // A clustered tallyd alone (no seeds) and a client to read its stats.
 struct GossipNode {
@@ -78,6 +93,60 @@ TEST_CASE("gossip port: --max-gossip-connections caps the sessions") {
   REQUIRE(testing::PollUntil([&] { return node.MembersConnected() == 2; }));
   members.push_back(node.Member(74));
   CHECK(testing::PollUntil([&] { return node.MembersConnected() == 3; }));
+}
+
+// Before its first seal checks out, a peer may send no frame over 4 KiB:
+// outsiders that follow their hello with most of a 4 MiB frame are closed at
+// its segment table, counted as refused, and the node's memory stays put.
+TEST_CASE("gossip port: before the secret is proven, a large frame is refused unread") {
+  GossipNode node;
+  const int64_t resident_before_kb = testing::ResidentKb(node.process->pid());
+  const std::string attack = Hello(4242) + FrameHeader(4 << 20) + std::string(1 << 20, '\0');
+  const char* sources[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  std::vector<RawConnection> outsiders;
+  for (int i = 0; i < 32; ++i) {
+    outsiders.emplace_back(node.process->gossip_port(), sources[i % 4]);
+    REQUIRE(outsiders.back().connected());
+    (void)outsiders.back().Send(attack);  // the node may close it midway
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t grown_kb = testing::ResidentKb(node.process->pid()) - resident_before_kb;
+  MESSAGE("32 outsiders with 1 MiB each cost " << grown_kb << " KiB of resident memory");
+  CHECK(grown_kb < 8 * 1024);
+  size_t closed = 0;
+  for (RawConnection& outsider : outsiders) closed += outsider.ClosedByPeer(200) ? 1 : 0;
+  CHECK(closed == outsiders.size());
+  CHECK(node.Stats().gossip_sessions_refused == outsiders.size());
+}
+
+// Sessions that have not proven the secret: at most 8 from one address (the
+// ninth is refused), 64 in all (the oldest makes room for a newcomer, so a
+// member still gets in).
+TEST_CASE("gossip port: unauthenticated sessions are capped per address and in all") {
+  GossipNode node;
+  const uint16_t port = node.process->gossip_port();
+  // A connection whose hello the node has answered: a session, not proven.
+  const auto unproven = [&](const std::string& source) {
+    RawConnection connection(port, source.c_str());
+    REQUIRE(connection.connected());
+    REQUIRE(connection.Send(Hello(4242)));
+    std::string reply;
+    REQUIRE(connection.Receive(1, &reply));
+    REQUIRE(!reply.empty());
+    return connection;
+  };
+  std::vector<RawConnection> held;
+  for (int i = 0; i < 8; ++i) held.push_back(unproven("127.0.0.2"));
+  RawConnection ninth(port, "127.0.0.2");
+  REQUIRE(ninth.connected());
+  CHECK(ninth.ClosedByPeer(1'000));
+  for (int host = 3; host <= 9; ++host) {
+    for (int i = 0; i < 8; ++i) held.push_back(unproven("127.0.0." + std::to_string(host)));
+  }
+  const auto member = node.Member(71);
+  CHECK(testing::PollUntil([&] { return node.MembersConnected() == 1; }));
+  CHECK(held.front().ClosedByPeer(1'000));
+  CHECK(node.Stats().gossip_sessions_refused == 2);  // the ninth, and the oldest
 }
 
 }  // namespace
