@@ -116,6 +116,15 @@ int main(int argc, char** argv) {
                  "Close a connection that sends nothing for this long")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--frame-timeout-ms", server.frame_timeout_ms,
+                 "Close a connection whose frame is not complete this long after its first byte")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-buffer-bytes", server.max_buffer_bytes,
+                 "Receive buffers may grow by this much for all client connections together; "
+                 "a frame that needs more gets resource_exhausted")
+      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
                  "Close a connection that does not take a response for this long")
       ->check(CLI::PositiveNumber)

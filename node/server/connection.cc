@@ -36,15 +36,17 @@ std::string ErrorFrame(protocol::ErrorCode code, std::string message) {
 }
 
 Connection::Connection(tcp::socket socket, Worker& worker, const Server::Options& options,
-                       Limiter* limiter, const Clock* clock, RequestHandler::StatsSource stats)
+                       Limiter* limiter, const Clock* clock, BufferBudget* budget,
+                       RequestHandler::StatsSource stats)
     : socket_(std::move(socket)),
       timer_(worker.io),
       clock_(clock),
-      deadline_ms_(clock->MonotonicMs()),
+      deadline_ms_(clock->MonotonicMs() + options.idle_timeout_ms),
       worker_(worker),
       options_(options),
       peer_(PeerName(socket_)),
-      handler_(limiter, &worker.counters, std::move(stats)) {}
+      handler_(limiter, &worker.counters, std::move(stats)),
+      in_(budget, clock) {}
 
 void Connection::Start() {
   worker_.connections.insert(shared_from_this());
@@ -74,29 +76,52 @@ void Connection::Close() {
 
 asio::awaitable<void> Connection::Serve() {
   size_t bytes_wanted = kMinReadBytes;
-  while (!stop_requested_) {
-    deadline_ms_ = clock_->MonotonicMs() + options_.idle_timeout_ms;
-    const std::span<std::byte> room =
-        in_.writable(std::clamp(bytes_wanted, kMinReadBytes, kMaxReadBytes));
+  bool keep_open = true;
+  while (keep_open && !stop_requested_) {
+    std::span<std::byte> room;
+    const Status room_status =
+        in_.Writable(std::clamp(bytes_wanted, kMinReadBytes, kMaxReadBytes), &room);
     asio::error_code ec;
-    reading_ = true;
-    const size_t received = co_await socket_.async_read_some(
-        asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
-    reading_ = false;
-    if (ec) break;  // end of stream, reset, or cancelled by Stop or the watchdog
-    in_.Commit(received);
-    const bool keep_open = AnswerFrames(&bytes_wanted);
+    if (room_status.ok()) {
+      AwaitBytes();
+      reading_ = true;
+      const size_t received = co_await socket_.async_read_some(
+          asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
+      reading_ = false;
+      if (ec) break;  // end of stream, reset, or cancelled by Stop or the watchdog
+      in_.Commit(received);
+      keep_open = AnswerFrames(&bytes_wanted);
+    } else {
+      keep_open = RefuseFrame(protocol::ErrorCode::kResourceExhausted,
+                              std::string(room_status.message()));
+    }
     if (!out_.empty()) {
-      deadline_ms_ = clock_->MonotonicMs() + options_.write_timeout_ms;
+      SetDeadline(clock_->MonotonicMs() + options_.write_timeout_ms, Waiting::kWrite);
       co_await asio::async_write(socket_, asio::buffer(out_),
                                  asio::redirect_error(asio::use_awaitable, ec));
       out_.clear();
       if (ec) break;
     }
-    if (!keep_open) break;
     in_.ShrinkIfIdle();
   }
   Close();
+}
+
+void Connection::AwaitBytes() {
+  const int64_t idle_deadline_ms = clock_->MonotonicMs() + options_.idle_timeout_ms;
+  const int64_t frame_started_ms = in_.frame_started_ms();
+  if (frame_started_ms >= 0 && frame_started_ms + options_.frame_timeout_ms < idle_deadline_ms) {
+    SetDeadline(frame_started_ms + options_.frame_timeout_ms, Waiting::kFrame);
+  } else {
+    SetDeadline(idle_deadline_ms, Waiting::kRequest);
+  }
+}
+
+void Connection::SetDeadline(int64_t deadline_ms, Waiting waiting) {
+  const bool sooner = deadline_ms < deadline_ms_;
+  deadline_ms_ = deadline_ms;
+  waiting_ = waiting;
+  if (sooner) timer_.cancel();
 }
 
 asio::awaitable<void> Connection::Watchdog() {
@@ -104,14 +129,22 @@ asio::awaitable<void> Connection::Watchdog() {
     timer_.expires_after(std::chrono::milliseconds(deadline_ms_ - clock_->MonotonicMs()));
     asio::error_code ec;
     co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (socket_.is_open() && clock_->MonotonicMs() >= deadline_ms_) {
-      if (reading_) {
-        spdlog::debug("closing connection from {}: idle timeout", peer_);
-      } else {
-        worker_.log.Warn("closing connection from " + peer_ + ": write timeout");
-      }
-      Close();
+    if (!socket_.is_open() || clock_->MonotonicMs() < deadline_ms_) continue;
+    switch (waiting_) {
+      case Waiting::kRequest:
+        spdlog::debug("closing connection from {}: idle for {} ms", peer_,
+                      options_.idle_timeout_ms);
+        break;
+      case Waiting::kFrame:
+        worker_.log.Warn("closing connection from " + peer_ + ": a frame not complete " +
+                         std::to_string(options_.frame_timeout_ms) + " ms after its first byte");
+        break;
+      case Waiting::kWrite:
+        worker_.log.Warn("closing connection from " + peer_ + ": responses not taken for " +
+                         std::to_string(options_.write_timeout_ms) + " ms");
+        break;
     }
+    Close();
   }
 }
 

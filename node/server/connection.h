@@ -21,10 +21,10 @@
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "node/net/rate_limited_log.h"
+#include "node/net/receive_buffer.h"
 #include "node/server/request_handler.h"
 #include "node/server/server.h"
 #include "protocol/codec.h"
-#include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
 
 namespace tally::server {
@@ -55,11 +55,17 @@ struct Worker {
 
 // One client connection; every member is owned by its worker's thread.
 // Shared ownership: its coroutines keep it alive until both have ended.
+//
+// Deadlines: waiting for a request, idle_timeout_ms after the last bytes;
+// with part of a frame received, also frame_timeout_ms after that frame's
+// first byte; writing, write_timeout_ms. Its receive buffer's growth is
+// charged to the server's BufferBudget: a frame that needs more than the
+// budget has left gets kResourceExhausted and the connection is closed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // worker, options, limiter and clock must outlive the connection.
+  // worker, options, limiter, clock and budget must outlive the connection.
   Connection(tcp::socket socket, Worker& worker, const Server::Options& options, Limiter* limiter,
-             const Clock* clock, RequestHandler::StatsSource stats);
+             const Clock* clock, BufferBudget* budget, RequestHandler::StatsSource stats);
 
   // Registers with the worker and starts serving. On the worker's thread.
   void Start();
@@ -69,7 +75,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close();
 
  private:
+  // What the deadline is for.
+  enum class Waiting { kRequest, kFrame, kWrite };
+
   asio::awaitable<void> Serve();
+  // The deadline for the next read: idle or, within a frame, whole-frame.
+  void AwaitBytes();
+  // Moves the deadline; an earlier one wakes the watchdog to rearm.
+  void SetDeadline(int64_t deadline_ms, Waiting waiting);
   // Closes the connection when its deadline passes without being moved on.
   asio::awaitable<void> Watchdog();
   // Decodes and answers every complete frame received, appending responses
@@ -82,11 +95,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   const Clock* const clock_;
   int64_t deadline_ms_;  // clock_->MonotonicMs() at which the watchdog closes the connection
+  Waiting waiting_ = Waiting::kRequest;
   Worker& worker_;
   const Server::Options& options_;
   const std::string peer_;
   RequestHandler handler_;
-  protocol::FrameBuffer in_;
+  ReceiveBuffer in_;
   std::string out_;
   protocol::Request request_;    // string_views into in_, valid until Consume
   protocol::Response response_;  // reused: its vectors keep their memory

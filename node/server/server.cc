@@ -10,6 +10,7 @@
 
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
+#include "node/net/receive_buffer.h"
 #include "node/server/connection.h"
 
 namespace tally {
@@ -26,6 +27,7 @@ struct Server::Impl {
         limiter(lim),
         clock(clk),
         started_ms(clk->MonotonicMs()),
+        buffer_budget(opts.max_buffer_bytes),
         workers(MakeWorkers(std::max(1, opts.threads), clk)),
         acceptor(workers[0].io),
         accept_loop(
@@ -61,7 +63,7 @@ struct Server::Impl {
     asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
       if (worker.stopping) return;
       std::make_shared<Connection>(std::move(socket), worker, options, limiter, clock,
-                                   [this] { return Stats(); })
+                                   &buffer_budget, [this] { return Stats(); })
           ->Start();
     });
   }
@@ -139,6 +141,7 @@ struct Server::Impl {
   Limiter* const limiter;
   const Clock* const clock;
   const int64_t started_ms;
+  BufferBudget buffer_budget;  // shared by the connections of every worker
   std::deque<Worker> workers;  // never resized: connections hold references
   tcp::acceptor acceptor;       // worker 0
   AcceptLoop accept_loop;       // worker 0

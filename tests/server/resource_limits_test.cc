@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,19 @@ using testing::RawConnection;
 using testing::TallydProcess;
 
 constexpr LimitSpec kSpec{Algorithm::kFixedWindow, 1'000'000, 3'600'000};
+
+std::unique_ptr<TallydProcess> StartTallyd(const std::vector<std::string>& args) {
+  std::unique_ptr<TallydProcess> process;
+  const Status status = testing::StartTallyd(args, &process);
+  REQUIRE_MESSAGE(status.ok(), status.ToString());
+  return process;
+}
+
+// The segment table of a one-segment frame of `frame_bytes` in all.
+std::string FrameHeader(uint32_t frame_bytes) {
+  const uint32_t table[2] = {0, (frame_bytes - 8) / 8};  // little-endian on x86
+  return std::string(reinterpret_cast<const char*>(table), sizeof(table));
+}
 
 // A client that connects and gets a decision (not an error) within its timeout.
 bool NewClientServed(const TallydProcess& process) {
@@ -78,6 +93,88 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off") {
 
   queued.clear();
   CHECK(testing::PollUntil([&] { return NewClientServed(*node); }, 5'000));
+}
+
+// A frame sent a byte at a time is closed --frame-timeout-ms after its first
+// byte, although every byte comes well within --idle-timeout-ms; the slots
+// the drippers held at --max-connections then serve new clients.
+TEST_CASE("limits: a frame dripped a byte at a time is closed at --frame-timeout-ms") {
+  auto node = StartTallyd({"--memory-only", "--max-connections", "4", "--frame-timeout-ms", "500"});
+  const std::string header = FrameHeader(8 * 1024);
+  std::vector<RawConnection> drippers;
+  for (int i = 0; i < 4; ++i) {
+    drippers.emplace_back(node->port());
+    REQUIRE(drippers.back().connected());
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<bool> closed(drippers.size(), false);
+  size_t open = drippers.size();
+  bool refused_while_dripping = false;
+  for (size_t step = 0; step < 30 && open > 0; ++step) {  // a byte every 100 ms, 3 s at most
+    const char byte = step < header.size() ? header[step] : '\0';
+    for (size_t i = 0; i < drippers.size(); ++i) {
+      if (closed[i]) continue;
+      if (!drippers[i].Send(std::string_view(&byte, 1)) || drippers[i].ClosedByPeer(1)) {
+        closed[i] = true;
+        --open;
+      }
+    }
+    if (step == 2) refused_while_dripping = !NewClientServed(*node);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  CHECK(refused_while_dripping);
+  CHECK(open == 0);
+  CHECK(elapsed >= std::chrono::milliseconds(500));
+  CHECK(elapsed < std::chrono::milliseconds(2'500));
+  CHECK(testing::PollUntil([&] { return NewClientServed(*node); }, 2'000));
+}
+
+// Past --max-buffer-bytes, a frame that needs its buffer to grow gets
+// resource_exhausted and its connection is closed; small requests are still
+// served, and once the big frame's connection goes, a big request is.
+TEST_CASE("limits: past --max-buffer-bytes a big frame is refused with resource_exhausted") {
+  auto node = StartTallyd({"--memory-only", "--max-buffer-bytes", "512000"});
+  std::unique_ptr<Client> hog, late;
+  REQUIRE(node->Connect(&hog).ok());
+  // 400 KiB of a 1 MiB frame: its buffer grows to 512 KiB, 496 KiB of the budget.
+  REQUIRE(hog->SendRaw(FrameHeader(1 << 20) + std::string(400 * 1024 - 8, '\0')).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // read by now
+  REQUIRE(node->Connect(&late).ok());
+  // Exactly the initial 16 KiB of a 256 KiB frame: the rest needs a larger buffer.
+  REQUIRE(late->SendRaw(FrameHeader(256 * 1024) + std::string(16 * 1024 - 8, '\0')).ok());
+  protocol::Response response;
+  REQUIRE(late->Receive(&response).ok());
+  CHECK(response.error == protocol::ErrorCode::kResourceExhausted);
+  CHECK(late->Receive(&response).code() == Status::Code::kUnavailable);
+  CHECK(NewClientServed(*node));
+
+  hog.reset();
+  const std::vector<protocol::Check> big(2'000, protocol::Check{std::string(100, 'k'), kSpec, 1});
+  CHECK(testing::PollUntil([&] {  // the node notices the close asynchronously
+    std::unique_ptr<Client> client;
+    std::vector<protocol::CheckOutcome> outcomes;
+    return node->Connect(&client).ok() && client->CheckBatch(big, &outcomes).ok();
+  }, 2'000));
+}
+
+// Sixty-four connections each holding half of a 1 MiB frame cost about
+// --max-buffer-bytes of memory, not a MiB each; new clients are served.
+TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
+  auto node = StartTallyd({"--memory-only", "--max-buffer-bytes", "4194304"});
+  const int64_t resident_before_kb = testing::ResidentKb(node->pid());
+  const std::string half_frame = FrameHeader(1 << 20) + std::string(512 * 1024, '\0');
+  std::vector<RawConnection> holders;
+  for (int i = 0; i < 64; ++i) {
+    holders.emplace_back(node->port());
+    REQUIRE(holders.back().connected());
+    (void)holders.back().Send(half_frame);  // refused ones are closed midway
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
+  MESSAGE("64 half frames of 1 MiB cost " << grown_kb << " KiB of resident memory");
+  CHECK(grown_kb < 16 * 1024);
+  CHECK(NewClientServed(*node));
 }
 
 }  // namespace
