@@ -13,6 +13,10 @@ namespace {
 
 constexpr size_t kMinReadBytes = 4 * 1024;
 constexpr size_t kMaxReadBytes = 64 * 1024;  // a large frame's buffer grows as it arrives
+// Scratch kept between requests, so that a steady stream of small ones
+// allocates nothing; a large request's is freed once it is answered.
+constexpr size_t kKeptChecks = 128;
+constexpr size_t kKeptOutputBytes = 16 * 1024;
 
 }  // namespace
 
@@ -102,7 +106,7 @@ asio::awaitable<void> Connection::Serve() {
       out_.clear();
       if (ec) break;
     }
-    in_.ShrinkIfIdle();
+    TrimMemory();
   }
   Close();
 }
@@ -168,6 +172,14 @@ bool Connection::AnswerFrames(size_t* bytes_wanted) {
     protocol::EncodeResponse(response_, &out_);
     in_.Consume(scan.frame_bytes);
   }
+}
+
+void Connection::TrimMemory() {
+  in_.ShrinkIfIdle();
+  if (out_.capacity() > kKeptOutputBytes) std::string().swap(out_);
+  if (request_.checks.capacity() > kKeptChecks) request_ = protocol::Request();
+  if (response_.outcomes.capacity() > kKeptChecks) response_ = protocol::Response();
+  handler_.TrimScratch(kKeptChecks);
 }
 
 bool Connection::RefuseFrame(protocol::ErrorCode code, const std::string& message) {

@@ -61,6 +61,7 @@ struct Worker {
 // first byte; writing, write_timeout_ms. Its receive buffer's growth is
 // charged to the server's BufferBudget: a frame that needs more than the
 // budget has left gets kResourceExhausted and the connection is closed.
+// Once a large request is answered, what it grew is freed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // worker, options, limiter, clock and budget must outlive the connection.
@@ -90,6 +91,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // an error frame has been queued). *bytes_wanted: how much more to read.
   bool AnswerFrames(size_t* bytes_wanted);
   bool RefuseFrame(protocol::ErrorCode code, const std::string& message);
+  // Frees what a large request grew (receive buffer, decoded request,
+  // response, output): an idle connection keeps only what small ones need.
+  void TrimMemory();
 
   tcp::socket socket_;
   asio::steady_timer timer_;

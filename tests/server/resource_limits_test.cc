@@ -177,5 +177,25 @@ TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
   CHECK(NewClientServed(*node));
 }
 
+// A connection that sent one large request and went idle keeps none of the
+// memory that request grew: 40 of them after 5,000 checks each cost little.
+TEST_CASE("limits: an idle connection keeps no memory a large request grew") {
+  auto node = StartTallyd({"--memory-only"});
+  const int64_t resident_before_kb = testing::ResidentKb(node->pid());
+  std::vector<protocol::Check> checks;
+  for (int i = 0; i < 5'000; ++i) checks.push_back({std::string(100, 'k') + std::to_string(i), kSpec, 1});
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 40; ++i) {
+    idle.emplace_back();
+    REQUIRE(node->Connect(&idle.back()).ok());
+    std::vector<protocol::CheckOutcome> outcomes;
+    REQUIRE(idle.back()->CheckBatch(checks, &outcomes).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
+  MESSAGE("40 idle connections after 5,000 checks each hold " << grown_kb << " KiB");
+  CHECK(grown_kb < 24 * 1024);  // the 5,000 keys themselves take about 1 MiB
+}
+
 }  // namespace
 }  // namespace tally
