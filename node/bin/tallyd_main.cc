@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--max-buffer-bytes", server.max_buffer_bytes,
-                 "Receive buffers may grow by this much for all client connections together; "
-                 "a frame that needs more gets resource_exhausted")
+                 "Receive buffers may grow by this much for all client connections together "
+                 "(and as much for all gossip sessions); a frame that needs more is refused")
       ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40))
       ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
@@ -291,6 +291,7 @@ int main(int argc, char** argv) {
     }
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
+    gossip_options.max_buffer_bytes = server.max_buffer_bytes;
     gossip.emplace(gossip_options, &limiter);
     if (tally::Status status = gossip->Listen(); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());

@@ -37,7 +37,12 @@
 // session's first seal checks out, its peer may send frames of at most
 // 4 KiB (a dialler's first sealed message is a heartbeat), so an outsider
 // never gets more than the session's initial buffer; sessions that have not
-// proven the secret are limited per address and in all (Options).
+// proven the secret are limited per address and in all (Options). Beyond
+// that, receive buffers grow only as large frames arrive, by at most
+// max_buffer_bytes for all sessions together (node/net/receive_buffer.h);
+// a session that needs more is refused. A frame dripped slowly is closed by
+// the idle timeout, which runs from the last complete message, not the
+// last byte.
 //
 // Sessions: peers dial this node's gossip port; their state is max-merged
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
@@ -98,6 +103,9 @@ class Gossip {
     size_t max_unauthenticated = 64;
     size_t max_frame_bytes = 256 * 1024;       // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
+    // Receive buffers of all sessions and links together, beyond 16 KiB
+    // each: a session whose next frame needs more is refused.
+    size_t max_buffer_bytes = size_t{128} << 20;
     // Monotonic time for intervals and timeouts, wall time for heartbeats
     // and incarnations. Not owned; must outlive the Gossip.
     const Clock* clock = SystemClock::Default();

@@ -31,7 +31,11 @@ Frame FrameOf(void (*encode)(std::string*)) {
 }  // namespace
 
 PeerLink::PeerLink(GossipShared& shared, asio::io_context& io, std::string address)
-    : shared_(shared), address_(std::move(address)), socket_(io), backoff_timer_(io) {}
+    : shared_(shared),
+      address_(std::move(address)),
+      socket_(io),
+      backoff_timer_(io),
+      in_(&shared_.buffer_budget, shared_.options.clock) {}
 
 void PeerLink::Start() {
   asio::co_spawn(socket_.get_executor(), Run(), [self = shared_from_this()](std::exception_ptr e) {
@@ -112,7 +116,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   // The peer's hello, sealed with seq 0: it proves the peer holds the secret.
   protocol::PeerMessage reply;
   size_t sizes[2] = {0, 0};
-  in_ = protocol::FrameBuffer();
+  in_.Clear();
   if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, HandshakeFrameLimits(), shared_);
       !status.ok()) {
     co_return Status::Unavailable("no sealed hello in reply: " + status.ToString());

@@ -27,7 +27,7 @@ protocol::FrameLimits HandshakeFrameLimits() {
   return limits;
 }
 
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer,
                                    size_t count, size_t sizes[2],
                                    const protocol::FrameLimits& limits, GossipShared& shared) {
   for (;;) {
@@ -46,7 +46,11 @@ asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* b
       offset += scan.frame_bytes;
     }
     if (found == count) co_return Status::OK();
-    const std::span<std::byte> room = buffer->writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes));
+    std::span<std::byte> room;
+    if (Status status = buffer->Writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes), &room);
+        !status.ok()) {
+      co_return status;
+    }
     asio::error_code ec;
     const size_t read = co_await socket.async_read_some(
         asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
@@ -56,13 +60,13 @@ asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* b
   }
 }
 
-Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
                 protocol::PeerMessage* message) {
   return protocol::DecodePeerMessage(buffer.readable().subspan(offset, bytes), PeerFrameLimits(),
                                      message);
 }
 
-Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
                  const protocol::PeerAuth& auth, uint64_t seq) {
   protocol::PeerMessage seal;
   if (Status status = DecodeAt(buffer, sizes[0], sizes[1], &seal); !status.ok()) return status;
@@ -88,6 +92,7 @@ PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
       address_(RemoteAddress(socket_)),
       peer_(PeerName(socket_)),
       sequence_(sequence),
+      in_(&shared_.buffer_budget, shared_.options.clock),
       last_frame_ms_(shared_.NowMs()) {}
 
 void PeerSession::Start() {

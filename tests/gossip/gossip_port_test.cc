@@ -149,5 +149,22 @@ TEST_CASE("gossip port: unauthenticated sessions are capped per address and in a
   CHECK(node.Stats().gossip_sessions_refused == 2);  // the ninth, and the oldest
 }
 
+// A member's frame that needs more receive buffer than --max-buffer-bytes
+// has left refuses its session; the budget comes back and the next
+// session is taken.
+TEST_CASE("gossip port: a frame past --max-buffer-bytes refuses the session") {
+  GossipNode node({"--max-buffer-bytes", "65536"});
+  auto member = node.Member(71);
+  REQUIRE(testing::PollUntil([&] { return node.MembersConnected() == 1; }));
+  const std::string large = FrameHeader(200 * 1024) + std::string(200 * 1024 - 8, '\0');
+  (void)member->connection().Send(member->Sealed(large));  // refused midway
+  CHECK(member->ClosedByNode());
+  CHECK(node.Stats().gossip_sessions_refused == 1);
+  CHECK(node.process->Log().find("at their limit") != std::string::npos);
+  REQUIRE(testing::PollUntil([&] { return node.MembersConnected() == 0; }));
+  const auto next = node.Member(72);
+  CHECK(testing::PollUntil([&] { return node.MembersConnected() == 1; }));
+}
+
 }  // namespace
 }  // namespace tally

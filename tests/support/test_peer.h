@@ -70,6 +70,8 @@ class TestPeer {
   }
 
   void Send(const std::string& bytes) { CHECK(connection_.Send(bytes)); }
+  // The connection itself, e.g. to send what the node may refuse midway.
+  RawConnection& connection() { return connection_; }
 
   // True when the node closes the connection within 2 s.
   bool ClosedByNode() { return connection_.ClosedByPeer(); }
