@@ -4,7 +4,8 @@
 // Threads: a connection lives on one worker from accept to close; every
 // member of a Connection, and the Worker's fields below `counters`, are owned
 // by that worker's thread. WorkerCounters are written by the worker only and
-// read by any thread (stats).
+// read by any thread (stats). The BufferBudget that receive buffers charge
+// is the Server's, shared by all workers (thread-safe).
 //
 // Warnings a client can provoke at will (refused connections, bad frames,
 // timeouts) go through the worker's RateLimitedLog: at most one line a

@@ -4,8 +4,9 @@
 // connection lives on one worker from accept to close, so all of its state
 // (socket, buffers, deadline) is owned by that worker thread and needs no
 // lock. The accept loop, the signal handler and the periodic sweep run on
-// worker 0. Shared between workers: the Limiter (thread-safe) and the per-worker
-// counters (each written by its own worker only).
+// worker 0. Shared between workers: the Limiter (thread-safe), the per-worker
+// counters (each written by its own worker only) and the receive-buffer
+// budget (an atomic).
 //
 // Connections: responses go out in request order; requests may be pipelined.
 // When the process runs out of file descriptors, accepting backs off (up to
