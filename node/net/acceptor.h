@@ -1,8 +1,9 @@
-// Listening sockets and the names of accepted peers, for the server and
-// gossip (the two users of asio in node/). Include it only from .cc files
-// that include asio anyway.
+// Listening sockets and the names and addresses of accepted peers, for the
+// server and gossip (the two users of asio in node/). Include it only from
+// .cc files that include asio anyway.
 //
-// Thread safety: call before the acceptor's io_context runs.
+// Thread safety: Listen before the acceptor's io_context runs; the others
+// on the thread that owns the socket.
 #pragma once
 
 #include <asio.hpp>
