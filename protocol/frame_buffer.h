@@ -28,32 +28,39 @@ class FrameBuffer {
   // and grows, doubling, when needed).
   std::span<std::byte> writable(size_t min_bytes = 4096) {
     if (begin_ == end_) begin_ = end_ = 0;
-    if (capacity() - end_ < min_bytes && begin_ > 0) {
+    if (capacity_bytes() - end_ < min_bytes && begin_ > 0) {
       std::memmove(bytes(), bytes() + begin_, end_ - begin_);
       end_ -= begin_;
       begin_ = 0;
     }
-    if (capacity() - end_ < min_bytes) {
-      size_t grown = capacity() * 2;
-      while (grown - end_ < min_bytes) grown *= 2;
-      words_.resize(grown / 8);
-    }
-    return {bytes() + end_, capacity() - end_};
+    const size_t grown = CapacityFor(min_bytes);
+    if (grown > capacity_bytes()) words_.resize(grown / 8);
+    return {bytes() + end_, capacity_bytes() - end_};
   }
+  // The capacity writable(min_bytes) would leave: the current one, or twice,
+  // four times... as much.
+  size_t CapacityFor(size_t min_bytes) const {
+    const size_t unread = end_ - begin_;
+    size_t capacity = capacity_bytes();
+    while (capacity - unread < min_bytes) capacity *= 2;
+    return capacity;
+  }
+  // The memory the buffer holds.
+  size_t capacity_bytes() const { return words_.size() * 8; }
   void Commit(size_t received) { end_ += received; }
   // Drops a whole frame from the front (a multiple of 8 bytes).
   void Consume(size_t frame_bytes) { begin_ += frame_bytes; }
 
-  // Returns to the initial size if a large frame made it grow and it is empty.
+  // Returns to the initial size, freeing the rest, if a large frame made it
+  // grow and it is empty.
   void ShrinkIfIdle(size_t initial_bytes = 16 * 1024) {
-    if (begin_ == end_ && capacity() > 4 * initial_bytes) {
-      words_.assign(initial_bytes / 8, 0);
+    if (begin_ == end_ && capacity_bytes() > 4 * initial_bytes) {
+      words_ = std::vector<uint64_t>(initial_bytes / 8);  // assign() would keep the memory
       begin_ = end_ = 0;
     }
   }
 
  private:
-  size_t capacity() const { return words_.size() * 8; }
   std::byte* bytes() { return reinterpret_cast<std::byte*>(words_.data()); }
 
   std::vector<uint64_t> words_;

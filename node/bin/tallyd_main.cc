@@ -100,6 +100,15 @@ int main(int argc, char** argv) {
                  "Close a connection that sends nothing for this long")
       ->check(tally::cli::InRange(1, kHourMs))
       ->capture_default_str();
+  app.add_option("--frame-timeout-ms", server.frame_timeout_ms,
+                 "Close a connection whose frame is not complete this long after its first byte")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-buffer-bytes", server.max_buffer_bytes,
+                 "Receive buffers may grow by this much for all client connections together "
+                 "(and as much for all gossip sessions); a frame that needs more is refused")
+      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
                  "Close a connection that does not take a response for this long")
       ->check(tally::cli::InRange(1, kHourMs))
@@ -153,6 +162,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gossip-port-file", gossip_port_file,
                  "Write the bound gossip port to this file once listening");
+  app.add_option("--max-gossip-connections", gossip_options.max_connections,
+                 "Gossip connections from peers beyond this are closed at once")
+      ->check(CLI::Range(size_t{1}, size_t{100'000}))
+      ->capture_default_str();
   app.add_option("--cluster-secret-file", cluster_secret_file,
                  "File holding the secret every member shares (at least 16 bytes; a trailing "
                  "newline is ignored); required with --seed. With it and no --seed, the node "
@@ -279,6 +292,7 @@ int main(int argc, char** argv) {
   if (clustered) {
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
+    gossip_options.max_buffer_bytes = server.max_buffer_bytes;
     gossip.emplace(gossip_options, &limiter);
     if (tally::Status status = gossip->Listen(); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 #include "node/common/clock.h"
 #include "node/common/host_port.h"
@@ -27,21 +28,50 @@ using gossip::tcp;
 
 struct Gossip::Impl {
   Impl(const Options& gossip_options, Limiter* limiter)
-      : shared(gossip_options, limiter), acceptor(io), round_timer(io) {}
+      : shared(gossip_options, limiter),
+        acceptor(io),
+        accept_loop(
+            &acceptor, &shared.log, "the gossip port",
+            [this] { return asio::any_io_executor(io.get_executor()); },
+            [this](tcp::socket socket) { Admit(std::move(socket)); }),
+        round_timer(io) {}
 
-  asio::awaitable<void> Accept() {
-    for (;;) {
-      tcp::socket socket(io);
-      asio::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-      if (ec) {
-        shared.log.Warn("gossip accept failed: " + ec.message());
-        continue;
-      }
-      socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<PeerSession>(shared, std::move(socket), &sessions)->Start();
+  // A new connection to the gossip port becomes a session, unless
+  // max_connections are open or its address has max_unauthenticated_per_address
+  // sessions that have not proven the secret; at max_unauthenticated such
+  // sessions, the oldest of them is closed to make room (so that holding them
+  // costs an outsider a steady stream of new connections).
+  void Admit(tcp::socket socket) {
+    const asio::ip::address address = RemoteAddress(socket);
+    const Gossip::Options& options = shared.options;
+    std::shared_ptr<PeerSession> oldest;  // the oldest session not proven yet
+    size_t unproven = 0, unproven_here = 0;
+    for (const auto& session : sessions) {
+      if (session->proven()) continue;
+      ++unproven;
+      unproven_here += session->address() == address ? 1 : 0;
+      if (!oldest || session->sequence() < oldest->sequence()) oldest = session;
     }
+    std::string refusal;
+    if (sessions.size() >= options.max_connections) {
+      refusal = std::to_string(sessions.size()) + " sessions open (--max-gossip-connections)";
+    } else if (unproven_here >= options.max_unauthenticated_per_address) {
+      refusal = std::to_string(unproven_here) + " sessions from its address have not proven the "
+                "cluster secret yet";
+    }
+    if (!refusal.empty()) {
+      GossipShared::Add(shared.sessions_refused, 1);
+      shared.log.Warn("refusing gossip connection from " + PeerName(socket) + ": " + refusal);
+      return;  // the socket closes as it goes out of scope
+    }
+    if (unproven >= options.max_unauthenticated) {
+      oldest->Refuse("the oldest of " + std::to_string(unproven) +
+                     " sessions that have not proven the cluster secret, closed for a new one");
+    }
+    asio::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<PeerSession>(shared, std::move(socket), &sessions, ++sessions_accepted)
+        ->Start();
   }
 
   // Every interval_ms: this node's delta to every link that is up, then the
@@ -211,8 +241,7 @@ struct Gossip::Impl {
   // On the gossip thread.
   void Shutdown() {
     stopping = true;
-    asio::error_code ignored;
-    acceptor.close(ignored);
+    accept_loop.Stop();
     round_timer.cancel();
     for (const auto& [address, link] : links) link->Stop();
     const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
@@ -227,11 +256,13 @@ struct Gossip::Impl {
   // Owned by the gossip thread once it runs.
   asio::io_context io{1};
   tcp::acceptor acceptor;
+  AcceptLoop accept_loop;
   asio::steady_timer round_timer;
   std::map<std::string, std::shared_ptr<PeerLink>> links;  // by address
   std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
   std::set<std::string> self_seeds;     // the seeds that are this node
   std::set<std::shared_ptr<PeerSession>> sessions;
+  uint64_t sessions_accepted = 0;
   int64_t last_beat_ms = INT64_MIN / 2;
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;
@@ -291,7 +322,7 @@ void Gossip::Start() {
       if (e) spdlog::error("gossip {} failed: an exception escaped", what);
     };
   };
-  asio::co_spawn(impl.io, impl.Accept(), log_failure("accept loop"));
+  asio::co_spawn(impl.io, impl.accept_loop.Run(), log_failure("accept loop"));
   asio::co_spawn(impl.io, impl.Rounds(), log_failure("rounds"));
   impl.thread = std::thread([&impl] {
     pthread_setname_np(pthread_self(), "tally-gossip");

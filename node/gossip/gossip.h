@@ -33,14 +33,25 @@
 // dialler's hello is sealed with an HMAC under a key derived from the
 // cluster secret and both nonces, and a sequence number
 // (protocol/peer_auth.h). A peer without the secret cannot get past the
-// handshake; a replayed or reordered message fails its seal.
+// handshake; a replayed or reordered message fails its seal. Until a
+// session's first seal checks out, its peer may send frames of at most
+// 4 KiB (a dialler's first sealed message is a heartbeat), so an outsider
+// never gets more than the session's initial buffer; sessions that have not
+// proven the secret are limited per address and in all (Options). Beyond
+// that, receive buffers grow only as large frames arrive, by at most
+// max_buffer_bytes for all sessions together (node/net/receive_buffer.h);
+// a session that needs more is refused. A frame dripped slowly is closed by
+// the idle timeout, which runs from the last complete message, not the
+// last byte.
 //
 // Sessions: peers dial this node's gossip port; their state is max-merged
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
 // reordered messages change nothing). A session that sends anything but a
 // well-formed hello first, a message without a valid seal, garbage, this
 // node's own id, or is silent for idle_timeout_ms is closed and logged
-// (rate-limited); the others go on. The
+// (rate-limited); the others go on. With max_connections sessions open, a
+// new connection is closed at once (logged, counted as refused). Accepting
+// backs off when descriptors run out (node/net/accept_loop.h). The
 // gossip port carries only the peer protocol: no client request is served
 // there, and the client port accepts no peer message.
 //
@@ -85,8 +96,16 @@ class Gossip {
     int64_t connect_timeout_ms = 1'000;
     int64_t reconnect_min_ms = 50;
     int64_t reconnect_max_ms = 1'000;
+    size_t max_connections = 256;  // sessions from peers; beyond it a connection is closed at once
+    // Sessions that have not proven the cluster secret yet: from one IP
+    // address (more are refused), and in all (the oldest makes room).
+    size_t max_unauthenticated_per_address = 8;
+    size_t max_unauthenticated = 64;
     size_t max_frame_bytes = 256 * 1024;       // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
+    // Receive buffers of all sessions and links together, beyond 16 KiB
+    // each: a session whose next frame needs more is refused.
+    size_t max_buffer_bytes = size_t{128} << 20;
     // Monotonic time for intervals and timeouts, wall time for heartbeats
     // and incarnations. Not owned; must outlive the Gossip.
     const Clock* clock = SystemClock::Default();

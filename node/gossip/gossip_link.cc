@@ -23,7 +23,11 @@ Frame FrameOf(void (*encode)(std::string*)) {
 }  // namespace
 
 PeerLink::PeerLink(GossipShared& shared, asio::io_context& io, std::string address)
-    : shared_(shared), address_(std::move(address)), socket_(io), backoff_timer_(io) {}
+    : shared_(shared),
+      address_(std::move(address)),
+      socket_(io),
+      backoff_timer_(io),
+      in_(&shared_.buffer_budget, shared_.options.clock) {}
 
 void PeerLink::Start() {
   asio::co_spawn(socket_.get_executor(), Run(), [self = shared_from_this()](std::exception_ptr e) {
@@ -103,8 +107,9 @@ asio::awaitable<Status> PeerLink::Connect() {
   // The peer's hello, sealed with seq 0: it proves the peer holds the secret.
   protocol::PeerMessage reply;
   size_t sizes[2] = {0, 0};
-  in_ = protocol::FrameBuffer();
-  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
+  in_.Clear();
+  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, HandshakeFrameLimits(), shared_);
+      !status.ok()) {
     co_return Status::Unavailable("no sealed hello in reply: " + status.ToString());
   }
   if (Status status = DecodeAt(in_, 0, sizes[0], &reply); !status.ok()) co_return status;
@@ -137,6 +142,9 @@ asio::awaitable<Status> PeerLink::Connect() {
   ever_up_ = true;
   reported_down_ = false;
   last_enqueue_ms_ = shared_.NowMs();
+  // First a heartbeat: the peer takes only small frames until one of ours
+  // proves the secret (HandshakeFrameLimits); the membership table may be large.
+  Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   if (shared_.members_frame) Enqueue(shared_.members_frame);
   StartSync();
   PublishStatus();

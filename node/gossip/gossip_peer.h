@@ -25,7 +25,7 @@
 #include "node/engine/limiter.h"
 #include "node/gossip/membership.h"
 #include "node/net/rate_limited_log.h"
-#include "protocol/frame_buffer.h"
+#include "node/net/receive_buffer.h"
 #include "protocol/messages.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
@@ -36,13 +36,21 @@ using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
 
 
-// The limits on frames a peer may send: the sender cuts frames at
-// Options::max_frame_bytes (at most 1 MiB) plus one entry.
+// The limits on frames a peer may send once it has proven the cluster
+// secret: the sender cuts frames at Options::max_frame_bytes (at most
+// 1 MiB) plus one entry.
 protocol::FrameLimits PeerFrameLimits();
+
+// The limits before that: a hello, a seal, and the dialler's first sealed
+// message (a heartbeat) are tiny, so an outsider never gets a large buffer.
+protocol::FrameLimits HandshakeFrameLimits();
 
 struct GossipShared {
   GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
-      : options(gossip_options), limiter(replicated), log(gossip_options.clock, "gossip warnings") {}
+      : options(gossip_options),
+        limiter(replicated),
+        log(gossip_options.clock, "gossip warnings"),
+        buffer_budget(gossip_options.max_buffer_bytes) {}
 
   // The injected clock's readings (Options::clock).
   int64_t NowMs() const { return options.clock->MonotonicMs(); }
@@ -51,6 +59,7 @@ struct GossipShared {
   const Gossip::Options options;  // options.cluster_secret: at least kMinSecretBytes
   Limiter* const limiter;
   RateLimitedLog log;  // gossip thread only
+  BufferBudget buffer_budget;  // the receive buffers of every link and session
 
   std::atomic<uint64_t> rounds{0}, bytes_sent{0}, bytes_received{0}, delta_bytes_sent{0},
       delta_entries_sent{0}, full_syncs_sent{0}, full_syncs_received{0}, entries_merged{0},
@@ -81,18 +90,21 @@ struct GossipShared {
 };
 
 // Reads from the socket into *buffer until `count` (1 or 2) whole frames
-// are there, their sizes into sizes[]. IOError when the connection ends or
-// fails; Corruption for bytes that are no frame.
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
-                                   size_t count, size_t sizes[2], GossipShared& shared);
+// within `limits` are there, their sizes into sizes[]. IOError when the
+// connection ends or fails; Corruption for bytes that are no frame or a
+// frame over the limits; ResourceExhausted when the buffer would grow past
+// what shared.buffer_budget has left.
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer,
+                                   size_t count, size_t sizes[2],
+                                   const protocol::FrameLimits& limits, GossipShared& shared);
 
 // Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
-Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
                 protocol::PeerMessage* message);
 
 // A message and the seal after it, both buffered at the front: OK when the
 // seal carries `seq` and the mac of the message's frame under `auth`.
-Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
                  const protocol::PeerAuth& auth, uint64_t seq);
 
 // The connection this node dials to one peer, carrying its state there.
@@ -134,7 +146,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   const std::string address_;
   tcp::socket socket_;
   asio::steady_timer backoff_timer_;
-  protocol::FrameBuffer in_;
+  ReceiveBuffer in_;
   bool stopping_ = false;
   bool redial_now_ = false;
   bool is_self_ = false;
@@ -159,12 +171,21 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
 // A connection a peer dialled to this node, carrying the peer's state here.
 class PeerSession : public std::enable_shared_from_this<PeerSession> {
  public:
+  // `sequence`: the order of accepting (1, 2, ...), to find the oldest session.
   PeerSession(GossipShared& shared, tcp::socket socket,
-              std::set<std::shared_ptr<PeerSession>>* sessions);
+              std::set<std::shared_ptr<PeerSession>>* sessions, uint64_t sequence);
   void Start();
   void Close();
+  // Closes the session as one refused: logged (rate-limited) and counted in
+  // sessions_refused, once however often it is refused.
+  void Refuse(const std::string& why);
   // Closes the session when nothing arrived for idle_timeout_ms.
   void Tick(int64_t now_ms);
+  // The peer has sent a message sealed under the cluster secret.
+  bool proven() const { return counted_; }
+  // The peer's IP address (unspecified when unknown).
+  const asio::ip::address& address() const { return address_; }
+  uint64_t sequence() const { return sequence_; }
 
  private:
   asio::awaitable<void> Run();
@@ -178,12 +199,15 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   GossipShared& shared_;
   tcp::socket socket_;
   std::set<std::shared_ptr<PeerSession>>* const sessions_;
+  const asio::ip::address address_;
   const std::string peer_;
-  protocol::FrameBuffer in_;
+  const uint64_t sequence_;
+  ReceiveBuffer in_;
   NodeId node_id_ = 0;
   std::optional<protocol::PeerAuth> auth_;
   uint64_t next_seq_ = 1;
   bool counted_ = false;  // counted among the node's open sessions
+  bool refused_ = false;
   int64_t last_frame_ms_;
 };
 

@@ -21,9 +21,15 @@ protocol::FrameLimits PeerFrameLimits() {
   return limits;
 }
 
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* buffer,
-                                   size_t count, size_t sizes[2], GossipShared& shared) {
-  const protocol::FrameLimits limits = PeerFrameLimits();
+protocol::FrameLimits HandshakeFrameLimits() {
+  protocol::FrameLimits limits;
+  limits.max_frame_bytes = 4 << 10;
+  return limits;
+}
+
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer,
+                                   size_t count, size_t sizes[2],
+                                   const protocol::FrameLimits& limits, GossipShared& shared) {
   for (;;) {
     const std::span<const std::byte> received = buffer->readable();
     size_t offset = 0, found = 0, wanted = kMinReadBytes;
@@ -40,7 +46,11 @@ asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* b
       offset += scan.frame_bytes;
     }
     if (found == count) co_return Status::OK();
-    const std::span<std::byte> room = buffer->writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes));
+    std::span<std::byte> room;
+    if (Status status = buffer->Writable(std::clamp(wanted, kMinReadBytes, kMaxReadBytes), &room);
+        !status.ok()) {
+      co_return status;
+    }
     asio::error_code ec;
     const size_t read = co_await socket.async_read_some(
         asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
@@ -50,13 +60,13 @@ asio::awaitable<Status> ReadFrames(tcp::socket& socket, protocol::FrameBuffer* b
   }
 }
 
-Status DecodeAt(const protocol::FrameBuffer& buffer, size_t offset, size_t bytes,
+Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
                 protocol::PeerMessage* message) {
   return protocol::DecodePeerMessage(buffer.readable().subspan(offset, bytes), PeerFrameLimits(),
                                      message);
 }
 
-Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
+Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
                  const protocol::PeerAuth& auth, uint64_t seq) {
   protocol::PeerMessage seal;
   if (Status status = DecodeAt(buffer, sizes[0], sizes[1], &seal); !status.ok()) return status;
@@ -75,11 +85,14 @@ Status CheckSeal(const protocol::FrameBuffer& buffer, const size_t sizes[2],
 }
 
 PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
-                         std::set<std::shared_ptr<PeerSession>>* sessions)
+                         std::set<std::shared_ptr<PeerSession>>* sessions, uint64_t sequence)
     : shared_(shared),
       socket_(std::move(socket)),
       sessions_(sessions),
+      address_(RemoteAddress(socket_)),
       peer_(PeerName(socket_)),
+      sequence_(sequence),
+      in_(&shared_.buffer_budget, shared_.options.clock),
       last_frame_ms_(shared_.NowMs()) {}
 
 void PeerSession::Start() {
@@ -103,16 +116,23 @@ void PeerSession::Tick(int64_t now_ms) {
   }
 }
 
+void PeerSession::Refuse(const std::string& why) {
+  if (!refused_) {
+    refused_ = true;
+    GossipShared::Add(shared_.sessions_refused, 1);
+    shared_.log.Warn("refusing gossip from " + peer_ + ": " + why);
+  }
+  Close();
+}
+
 asio::awaitable<void> PeerSession::Run() {
   const Status status = co_await Serve();
   if (!status.ok() && status.code() != Status::Code::kIOError) {
-    GossipShared::Add(shared_.sessions_refused, 1);
-    shared_.log.Warn("refusing gossip from " + peer_ + ": " + status.ToString());
+    Refuse(status.ToString());
   } else if (auth_ && !counted_ && node_id_ != shared_.limiter->node_id()) {
     // It saw our sealed hello and left: no member of ours.
-    GossipShared::Add(shared_.sessions_refused, 1);
-    shared_.log.Warn("gossip session from " + peer_ + " (node " + std::to_string(node_id_) +
-                     ") ended before it proved the cluster secret: " + status.ToString());
+    Refuse("node " + std::to_string(node_id_) + " ended the session before it proved the "
+           "cluster secret: " + status.ToString());
   }
   Close();
   if (counted_) Heard(/*sessions=*/-1, 0, false);
@@ -122,7 +142,8 @@ asio::awaitable<void> PeerSession::Run() {
 asio::awaitable<Status> PeerSession::Serve() {
   protocol::PeerMessage message;
   size_t sizes[2] = {0, 0};
-  if (Status status = co_await ReadFrames(socket_, &in_, 1, sizes, shared_); !status.ok()) {
+  if (Status status = co_await ReadFrames(socket_, &in_, 1, sizes, HandshakeFrameLimits(), shared_);
+      !status.ok()) {
     co_return status;
   }
   if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
@@ -145,7 +166,10 @@ asio::awaitable<Status> PeerSession::Serve() {
   GossipShared::Add(shared_.bytes_sent, reply.size());
   if (from_self) co_return Status::IOError("this node dialled itself");
   for (;;) {
-    if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, shared_); !status.ok()) {
+    // Until a seal checks out, only small frames: an outsider gets no large buffer.
+    const protocol::FrameLimits limits = counted_ ? PeerFrameLimits() : HandshakeFrameLimits();
+    if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, limits, shared_);
+        !status.ok()) {
       co_return status;
     }
     if (Status status = CheckSeal(in_, sizes, *auth_, next_seq_); !status.ok()) co_return status;

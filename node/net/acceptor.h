@@ -1,8 +1,9 @@
-// Listening sockets and the names of accepted peers, for the server and
-// gossip (the two users of asio in node/). Include it only from .cc files
-// that include asio anyway.
+// Listening sockets and the names and addresses of accepted peers, for the
+// server and gossip (the two users of asio in node/). Include it only from
+// .cc files that include asio anyway.
 //
-// Thread safety: call before the acceptor's io_context runs.
+// Thread safety: Listen before the acceptor's io_context runs; the others
+// on the thread that owns the socket.
 #pragma once
 
 #include <asio.hpp>
@@ -39,6 +40,13 @@ inline uint16_t BoundPort(const asio::ip::tcp::acceptor& acceptor) {
   asio::error_code ec;
   const asio::ip::tcp::endpoint endpoint = acceptor.local_endpoint(ec);
   return ec ? 0 : endpoint.port();
+}
+
+// The IP address of the other end of a connected socket; unspecified when unknown.
+inline asio::ip::address RemoteAddress(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  const asio::ip::tcp::endpoint peer = socket.remote_endpoint(ec);
+  return ec ? asio::ip::address() : peer.address();
 }
 
 // "address:port" of the other end of a connected socket; "?" when unknown.

@@ -43,6 +43,11 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
   response->error_message = "this server does not know that request kind";
 }
 
+void RequestHandler::TrimScratch(size_t kept_checks) {
+  if (batch_.capacity() > kept_checks) std::vector<Limiter::CheckRequest>().swap(batch_);
+  if (results_.capacity() > kept_checks) std::vector<Limiter::CheckResult>().swap(results_);
+}
+
 void RequestHandler::HandleChecks(const protocol::Request& request, protocol::Response* response) {
   const size_t count = request.checks.size();
   batch_.resize(count);

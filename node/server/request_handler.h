@@ -53,6 +53,8 @@ class RequestHandler {
   // Fills *response (its previous contents are replaced; its vectors' memory
   // is reused) with the answer to `request`.
   void Handle(const protocol::Request& request, protocol::Response* response);
+  // Frees the scratch space if a large request grew it past `kept_checks`.
+  void TrimScratch(size_t kept_checks);
 
  private:
   void HandleChecks(const protocol::Request& request, protocol::Response* response);

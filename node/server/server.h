@@ -3,17 +3,27 @@
 // Threads: Options::threads workers, each running its own io_context. A
 // connection lives on one worker from accept to close, so all of its state
 // (socket, buffers, deadline) is owned by that worker thread and needs no
-// lock. The acceptor, the signal handler and the periodic sweep run on worker
-// 0. Shared between workers: the Limiter (thread-safe) and the per-worker
-// counters (each written by its own worker only).
+// lock. The accept loop, the signal handler and the periodic sweep run on
+// worker 0. Shared between workers: the Limiter (thread-safe), the per-worker
+// counters (each written by its own worker only) and the receive-buffer
+// budget (an atomic).
 //
 // Connections: responses go out in request order; requests may be pipelined.
-// A connection that sends nothing for idle_timeout_ms, or does not take a
-// response within write_timeout_ms, is closed. At max_connections, a new
-// connection gets an error frame (kResourceExhausted) and is closed. A frame
+// When the process runs out of file descriptors, accepting backs off (up to
+// a second, node/net/accept_loop.h) while open connections are served.
+// A connection that sends nothing for idle_timeout_ms, does not complete a
+// frame within frame_timeout_ms of its first byte (however slowly the bytes
+// come), or does not take a response within write_timeout_ms, is closed. At
+// max_connections, a new connection gets an error frame (kResourceExhausted)
+// and is closed. Receive buffers start at 16 KiB and grow only as a large
+// frame arrives, by at most max_buffer_bytes for all connections together:
+// a frame that needs more gets kResourceExhausted and its connection is
+// closed (node/net/receive_buffer.h). A frame
 // that fails ScanFrame or decoding gets an error frame (kMalformedFrame,
 // kFrameTooLarge, or kInvalidArgument for too many checks; id 0) and the
-// connection is closed; other connections are not affected.
+// connection is closed; other connections are not affected. Warnings a
+// client can provoke (refused connections, bad frames, timeouts) are logged
+// at most once a second per worker, with a count of those left out.
 //
 // Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
 // received are answered; idle connections are closed; after drain_timeout_ms
@@ -42,7 +52,10 @@ class Server {
     size_t max_connections = 10'000;
     protocol::FrameLimits limits;
     int64_t idle_timeout_ms = 60'000;
+    int64_t frame_timeout_ms = 10'000;  // from a frame's first byte to its last
     int64_t write_timeout_ms = 10'000;
+    // Receive buffers of all connections together, beyond 16 KiB each.
+    size_t max_buffer_bytes = size_t{128} << 20;
     int64_t drain_timeout_ms = 5'000;
     int64_t sweep_interval_ms = 10'000;  // Limiter::SweepExpired period; 0: never
     bool handle_signals = true;          // SIGTERM and SIGINT start a shutdown

@@ -8,15 +8,8 @@
 // windows on purpose, and counts per window.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <fstream>
-#include <optional>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -25,12 +18,12 @@
 
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
-#include "protocol/frame_buffer.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_peer.h"
 
 namespace tally {
 namespace {
@@ -42,6 +35,7 @@ using std::chrono::steady_clock;
 using testing::MustCheck;
 using testing::PollUntil;
 using testing::TempDir;
+using testing::TestPeer;
 
 constexpr uint64_t kDayMs = 86'400'000;
 
@@ -311,84 +305,6 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
   MESSAGE("one view " << elapsed_ms << " ms after healing");
   CHECK(elapsed_ms < 3'000);
 }
-
-// A peer that speaks the gossip protocol by hand (blocking, loopback), for
-// the hostile-peer tests.
-class TestPeer {
- public:
-  explicit TestPeer(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    timeval timeout{2, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-  }
-  ~TestPeer() { close(fd_); }
-  TestPeer(const TestPeer&) = delete;
-  TestPeer& operator=(const TestPeer&) = delete;
-
-  // Sends a hello, reads the node's sealed hello; true when its seal checks
-  // out under `secret` (this peer then seals with the key derived from it).
-  bool Handshake(NodeId id, const std::string& secret) {
-    const std::string nonce = protocol::RandomNonce();
-    std::string hello;
-    protocol::EncodeHello(id, nonce, &hello);
-    Send(hello);
-    protocol::FrameBuffer in;
-    size_t sizes[2] = {0, 0};
-    for (size_t found = 0; found < 2;) {
-      found = 0;
-      size_t offset = 0;
-      while (found < 2) {
-        const auto scan = protocol::ScanFrame(in.readable().subspan(offset), {});
-        if (scan.state != protocol::FrameScan::State::kComplete) break;
-        sizes[found++] = scan.frame_bytes;
-        offset += scan.frame_bytes;
-      }
-      if (found == 2) break;
-      const std::span<std::byte> room = in.writable();
-      const ssize_t got = recv(fd_, room.data(), room.size(), 0);
-      if (got <= 0) return false;
-      in.Commit(static_cast<size_t>(got));
-    }
-    protocol::PeerMessage reply, seal;
-    REQUIRE(protocol::DecodePeerMessage(in.readable().first(sizes[0]), {}, &reply).ok());
-    REQUIRE(protocol::DecodePeerMessage(in.readable().subspan(sizes[0], sizes[1]), {}, &seal).ok());
-    auth_.emplace(secret, nonce, reply.nonce);
-    return auth_->Verify(0, in.readable().first(sizes[0]), seal.mac);
-  }
-
-  // The frame followed by its seal, under the next seq.
-  std::string Sealed(const std::string& frame) {
-    std::string bytes = frame;
-    protocol::EncodeSeal(seq_, auth_->Mac(seq_, protocol::FrameBytes(frame)), &bytes);
-    ++seq_;
-    return bytes;
-  }
-
-  void Send(const std::string& bytes) {
-    CHECK(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
-  }
-
-  // True when the node closes the connection within 2 s.
-  bool ClosedByNode() {
-    char byte;
-    for (;;) {
-      const ssize_t got = recv(fd_, &byte, 1, 0);
-      if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
-      if (got < 0) return false;  // timeout: still open
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::optional<protocol::PeerAuth> auth_;
-  uint64_t seq_ = 1;
-};
 
 // Hand-made peers at a node's gossip port: a member's duplicate and stale
 // state counts once; a replayed sealed message, a session replayed into a

@@ -9,7 +9,10 @@
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "protocol/peer_auth.h"
+#include "protocol/peer_codec.h"
 #include "tests/support/poll.h"
+#include "tests/support/raw_connection.h"
 
 namespace tally {
 namespace {
@@ -77,6 +80,36 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
   clock.AdvanceMs(1);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kDead);
   a.gossip->Stop();
+}
+
+// A hello dripped a byte a second never completes a message, so its
+// session is closed idle_timeout_ms after it opened, by the injected clock,
+// however regularly the bytes come.
+TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whole message") {
+  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
+  Gossip::Options options;
+  options.cluster_secret = std::string(32, 's');
+  options.listen_port = 0;
+  options.clock = &clock;
+  options.idle_timeout_ms = 5'000;
+  TestNode node(1, &clock);
+  node.gossip.emplace(options, &node.limiter);
+  REQUIRE(node.gossip->Listen().ok());
+  node.gossip->Start();
+  std::string hello;
+  protocol::EncodeHello(9, protocol::RandomNonce(), &hello);
+  testing::RawConnection dripper(node.gossip->port());
+  REQUIRE(dripper.connected());
+  for (size_t second = 0; second < 5; ++second) {
+    REQUIRE(dripper.Send(hello.substr(second, 1)));
+    CHECK_FALSE(dripper.ClosedByPeer(120));  // accepted; rounds run every 50 ms of real time
+    clock.AdvanceMs(999);
+  }
+  REQUIRE(dripper.Send(hello.substr(5, 1)));
+  CHECK_FALSE(dripper.ClosedByPeer(120));
+  clock.AdvanceMs(6);  // 5,001 ms after the connection opened
+  CHECK(dripper.ClosedByPeer(1'000));
+  node.gossip->Stop();
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ import sys
 ALLOWED = {
     "node/common": set(),
     "node/engine": {"node/common"},
-    "node/net": {"node/common"},
+    "node/net": {"node/common", "protocol"},
     "node/policy": {"node/common", "node/engine"},
     "node/grpc": {"node/common", "node/engine", "node/policy", "envoy"},
     "node/server": {"node/common", "node/engine", "node/net", "node/policy", "protocol"},

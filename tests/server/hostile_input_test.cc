@@ -27,6 +27,13 @@ std::string Words(std::initializer_list<uint32_t> words) {
   return bytes;
 }
 
+// How many lines of `log` contain `text`.
+size_t LinesWith(const std::string& log, const std::string& text) {
+  size_t lines = 0;
+  for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++lines;
+  return lines;
+}
+
 struct Node {
   explicit Node(const std::vector<std::string>& args = {}) {
     const Status status = testing::StartTallyd(args, &process);
@@ -192,6 +199,37 @@ TEST_CASE("hostile: connection cap") {
     if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(served);
+}
+
+// Hundreds of refused connections and bad frames cost a few log lines (at
+// most one a second per worker), not one line each.
+TEST_CASE("hostile: refused connections and bad frames are logged rate-limited") {
+  Node node({"--max-connections", "2"});
+  auto first = node.Connect();
+  auto second = node.Connect();
+  protocol::StatsReply stats;
+  REQUIRE(first->Stats(&stats).ok());  // both are registered by now
+  REQUIRE(second->Stats(&stats).ok());
+  protocol::Response response;
+  for (int i = 0; i < 300; ++i) {
+    auto refused = node.Connect();
+    REQUIRE(refused->Receive(&response).ok());
+    CHECK(response.error == ErrorCode::kResourceExhausted);
+  }
+  first.reset();
+  second.reset();
+  int bad_frames = 0;
+  for (int attempt = 0; attempt < 2'000 && bad_frames < 300; ++attempt) {
+    auto client = node.Connect();
+    REQUIRE(client->SendRaw(Words({0xFFFFFFFF, 0})).ok());
+    REQUIRE(client->Receive(&response).ok());
+    bad_frames += response.error == ErrorCode::kMalformedFrame ? 1 : 0;  // not refused at the cap
+  }
+  REQUIRE(bad_frames == 300);
+  const std::string log = node.process->Log();
+  CHECK(LinesWith(log, "refusing connection") <= 6);
+  CHECK(LinesWith(log, "closing connection") <= 6);
+  node.ExpectHealthy();
 }
 
 }  // namespace
