@@ -44,7 +44,9 @@ std::string_view ToView(const rocksdb::Slice& slice) { return {slice.data(), sli
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
   const std::string message = what + ": " + status.ToString();
-  if (status.IsCorruption()) return Status::Corruption(message);
+  if (status.IsCorruption()) {  // a checksum that does not match, a file cut short
+    return Status::Corruption(what + ": the database is damaged (RocksDB: " + status.ToString() + ")");
+  }
   if (status.IsIOError() && status.ToString().find("lock") != std::string::npos) {
     return Status::Unavailable(message + " (is another tallyd using this data directory?)");
   }
@@ -97,8 +99,11 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
         !status.ok()) {
       return status;
     }
-  } else if (!read.ok() || format != kFormatValue) {
-    return Status::Corruption(options.path + " holds data of an unknown format '" + format + "'");
+  } else if (!read.ok()) {
+    return FromRocks(read, "cannot read the format marker in " + options.path);
+  } else if (format != kFormatValue) {
+    return Status::Corruption(options.path + " holds data of an unknown format '" + format +
+                              "' (written by another version of tally?)");
   }
   // Runs continue after the last one written.
   std::unique_ptr<rocksdb::Iterator> last(db->NewIterator(rocksdb::ReadOptions()));

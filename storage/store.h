@@ -18,8 +18,8 @@
 // Open refuses (and the daemon does not start) when the directory is held by
 // another process (RocksDB's LOCK), cannot be created or written, holds a
 // database that is not tally's (or of another format version), or RocksDB
-// reports corruption. A record that does not decode is skipped at Load and
-// counted, not fatal.
+// reports corruption (Corruption, saying the database is damaged). A record
+// that does not decode is skipped at Load and counted, not fatal.
 //
 // Thread safety: BeginRun, Commit, Load and CheckpointDue are for one caller
 // at a time; DiskBytes and Compact may run concurrently with them. A Run is

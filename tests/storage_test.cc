@@ -356,6 +356,35 @@ TEST_CASE("storage: Open creates, and refuses what it must not take") {
   CHECK(second == nullptr);
 }
 
+// A flipped byte in the block that holds the format marker: Open refuses, saying the database is damaged.
+TEST_CASE("storage: Open reports a damaged block as damage, not as an unknown format") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  {
+    std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+    NodeId id = 0;
+    REQUIRE(store->LoadNodeId(0, &id).ok());
+  }  // closing flushes it all into one sorted file, whose first block holds the metadata
+  std::vector<fs::path> tables;
+  for (const auto& file : fs::directory_iterator(dir.Path("data"))) {
+    if (file.path().extension() == ".sst") tables.push_back(file.path());
+  }
+  REQUIRE(tables.size() == 1);
+  std::fstream table(tables[0], std::ios::in | std::ios::out | std::ios::binary);
+  table.seekg(20);
+  const char byte = static_cast<char>(table.get());
+  table.seekp(20);
+  table.put(static_cast<char>(~byte));
+  table.close();
+
+  std::unique_ptr<Store> store;
+  const Status status = Store::Open(Store::Options{dir.Path("data"), false, &clock}, &store);
+  CHECK(status.code() == Status::Code::kCorruption);
+  CHECK_MESSAGE(status.message().find("damaged") != std::string_view::npos, status.ToString());
+  CHECK_MESSAGE(status.message().find("unknown format") == std::string_view::npos, status.ToString());
+  CHECK(store == nullptr);
+}
+
 // The node id is random and non-zero if not given, kept across reopens; another id is refused.
 TEST_CASE("storage: LoadNodeId records one identity per directory") {
   ManualClock clock(kStartMs);
