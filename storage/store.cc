@@ -39,7 +39,39 @@ class SpdlogLogger : public rocksdb::Logger {
   }
 };
 
+// For the quiet second look at a database that failed to open.
+class SilentLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {}
+};
+
 std::string_view ToView(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
+
+rocksdb::Options DbOptions(rocksdb::WALRecoveryMode wal_recovery_mode) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.info_log = std::make_shared<SpdlogLogger>();
+  // A smaller memtable than the default 64 MiB: RocksDB resumes after a full
+  // disk once this much space is free again.
+  options.write_buffer_size = 16 << 20;
+  options.max_background_jobs = 2;
+  options.keep_log_file_num = 2;
+  options.compression = rocksdb::kLZ4Compression;
+  options.wal_recovery_mode = wal_recovery_mode;
+  return options;
+}
+
+// Whether the write-ahead log is what is damaged: the database opens (read
+// only, changing nothing) when RocksDB skips the damaged log records.
+bool OnlyWalDamaged(const std::string& path) {
+  rocksdb::Options options = DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
+  options.info_log = std::make_shared<SilentLogger>();  // the failed open has logged the damage
+  rocksdb::DB* db = nullptr;
+  const bool opened = rocksdb::DB::OpenForReadOnly(options, path, &db).ok();
+  delete db;
+  return opened;
+}
 
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
@@ -68,21 +100,36 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
 
   std::error_code ignored;
   std::filesystem::create_directories(options.path, ignored);  // RocksDB creates only the last level
-  rocksdb::Options db_options;
-  db_options.create_if_missing = true;
-  db_options.info_log = std::make_shared<SpdlogLogger>();
-  // A smaller memtable than the default 64 MiB: RocksDB resumes after a full
-  // disk once this much space is free again.
-  db_options.write_buffer_size = 16 << 20;
-  db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 2;
-  db_options.compression = rocksdb::kLZ4Compression;
+  // The write-ahead log is replayed strictly: a batch cut short at its very
+  // end (a crash during a write) is dropped, as a crash loses the flush in
+  // progress; damage anywhere else fails the open. RocksDB's default, point
+  // in time recovery, would instead silently stop at the damage and forget
+  // every batch after it.
   rocksdb::DB* db = nullptr;
-  if (Status status = FromRocks(rocksdb::DB::Open(db_options, options.path, &db),
-                                "cannot open data directory " + options.path);
-      !status.ok()) {
-    return status;
+  const std::string what = "cannot open data directory " + options.path;
+  Status opening = FromRocks(
+      rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords),
+                        options.path, &db),
+      what);
+  if (opening.code() == Status::Code::kCorruption && OnlyWalDamaged(options.path)) {
+    if (!options.salvage_wal) {
+      return Status::Corruption(
+          std::string(opening.message()) +
+          "; the damage is in its write-ahead log. Started with --salvage-wal, tallyd skips the "
+          "damaged records, restores what is intact and logs what it dropped");
+    }
+    spdlog::warn("salvaging {}: {}; skipping the damaged records of its write-ahead log "
+                 "(RocksDB logs the bytes it drops)",
+                 options.path, opening.message());
+    opening = FromRocks(
+        rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords),
+                          options.path, &db),
+        what);
+    opened->wal_salvaged_ = opening.ok();
+  } else if (opening.ok() && options.salvage_wal) {
+    spdlog::info("--salvage-wal: the write-ahead log of {} is intact; nothing dropped", options.path);
   }
+  if (!opening.ok()) return opening;
   opened->db_.reset(db);
 
   // A directory is tally's if it carries the format marker; an empty one becomes tally's.
@@ -240,10 +287,14 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     }
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  uint64_t next_run = checkpoint_sequence_ + 1;  // sequences are consecutive: a gap is a lost run
   for (it->Seek(RunKey(checkpoint_sequence_, 0)); it->Valid(); it->Next()) {
     uint64_t sequence = 0;
     uint32_t part = 0;
     if (!ParseRunKey(ToView(it->key()), &sequence, &part)) break;  // past the runs
+    if (sequence > next_run) stats->missing_runs.emplace_back(next_run, sequence - 1);
+    next_run = std::max(next_run, sequence + 1);
+    stats->last_run = sequence;
     const std::string_view value = ToView(it->value());
     (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) += value.size();
     if (!ForEachRecord(value, on_record).ok()) ++stats->corrupt;  // the rest of this part is lost

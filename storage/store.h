@@ -18,7 +18,10 @@
 // Open refuses (and the daemon does not start) when the directory is held by
 // another process (RocksDB's LOCK), cannot be created or written, holds a
 // database that is not tally's (or of another format version), or RocksDB
-// reports corruption (Corruption, saying the database is damaged). A record
+// reports corruption (Corruption, saying the database is damaged; with the
+// way out, Options::salvage_wal, when the damage is in the write-ahead log).
+// A batch cut short at the very end of the write-ahead log, as a crash during
+// a write leaves it, is dropped: that is the flush a crash loses. A record
 // that does not decode is skipped at Load and counted, not fatal.
 //
 // Thread safety: BeginRun, Commit, Load and CheckpointDue are for one caller
@@ -30,6 +33,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "node/common/clock.h"
 #include "node/common/g_counter.h"
@@ -55,6 +60,11 @@ class Store {
     // error in its write-ahead log RocksDB refuses every write, and in this
     // version does not recover within the process.
     uint64_t min_free_bytes = 32ull << 20;
+    // What Open does with a write-ahead log that is damaged (not merely cut
+    // short at its end by a crash): false refuses (Corruption, saying so);
+    // true skips the damaged records and replays the intact ones (RocksDB
+    // logs the bytes it drops; Load reports the runs that are missing).
+    bool salvage_wal = false;
   };
 
   static Status Open(const Options& options, std::unique_ptr<Store>* store);
@@ -62,6 +72,10 @@ class Store {
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
+
+  // Whether Open skipped damaged records of the write-ahead log (only with
+  // Options::salvage_wal, and only when the log was damaged).
+  bool wal_salvaged() const { return wal_salvaged_; }
 
   // The node id this data directory belongs to. On first use it records
   // `wanted` (0: a random id). Later, `wanted` must be 0 or the same id:
@@ -105,6 +119,11 @@ class Store {
     uint64_t expired = 0;   // skipped: nothing in them counts any more
     uint64_t corrupt = 0;   // skipped: did not decode (logged by the caller)
     uint64_t refused = 0;   // `restore` returned an error (e.g. the key cap)
+    uint64_t last_run = 0;  // the sequence of the newest run read; 0: none
+    // Runs absent between the checkpoint and last_run, as [first, last]
+    // ranges. Sequences are consecutive, so each is a lost run: a batch that
+    // a salvage of the write-ahead log dropped.
+    std::vector<std::pair<uint64_t, uint64_t>> missing_runs;
   };
   // Calls restore(snapshot) for every record that has not expired: the newest
   // checkpoint's, then those of later runs, oldest first.
@@ -124,6 +143,7 @@ class Store {
 
   const Options options_;
   std::unique_ptr<rocksdb::DB> db_;
+  bool wal_salvaged_ = false;
   // Owned by the one caller of Write, WriteCheckpoint and Load.
   uint64_t next_sequence_ = 1;
   uint64_t checkpoint_sequence_ = 0;  // 0: none yet

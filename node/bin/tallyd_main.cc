@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   std::string data_dir = "tally-data";
   bool memory_only = false;
   bool sync = false;
+  bool salvage_wal = false;
   tally::Persister::Options persister_options;
   std::string port_file;
   std::string log_level = "info";
@@ -146,6 +147,9 @@ int main(int argc, char** argv) {
   app.add_flag("--sync", sync,
                "fsync every flush (survives power loss); default: the WAL reaches the OS, "
                "which survives a crash of tallyd but not of the machine");
+  app.add_flag("--salvage-wal", salvage_wal,
+               "Start even though RocksDB's write-ahead log is damaged: skip the damaged records, "
+               "restore what is intact, and log what was dropped (without it tallyd refuses)");
   app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
                  "Compact the database this often, dropping expired counters; 0: only as "
                  "RocksDB compacts on its own")
@@ -217,7 +221,9 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<tally::storage::Store> store;
   if (!memory_only) {
-    tally::Status status = tally::storage::Store::Open({data_dir, sync}, &store);
+    tally::storage::Store::Options store_options{data_dir, sync};
+    store_options.salvage_wal = salvage_wal;
+    tally::Status status = tally::storage::Store::Open(store_options, &store);
     if (status.ok()) status = store->LoadNodeId(limiter_options.node_id, &limiter_options.node_id);
     if (!status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
@@ -257,6 +263,14 @@ int main(int argc, char** argv) {
     spdlog::info("restored {} keys in {} ms ({} expired, {} corrupt and {} over max-keys skipped)",
                  loaded.restored, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
     if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
+    for (const auto& [first, last] : loaded.missing_runs) {
+      spdlog::warn("runs {} to {} are missing (dropped from the damaged write-ahead log): the "
+                   "changes they held are lost", first, last);
+    }
+    if (store->wal_salvaged()) {
+      spdlog::warn("salvaged: the newest run restored is run {}; any written after it that were "
+                   "in the dropped bytes are lost", loaded.last_run);
+    }
   }
   std::optional<tally::Persister> persister;
   if (store) {
