@@ -21,7 +21,10 @@ namespace tally::storage {
 namespace {
 
 const std::string kFormatKey = std::string(1, kMetaPrefix) + "format";
-const std::string kFormatValue = "tally-2";  // tally-1: one RocksDB value per key
+// tally-1: one RocksDB value per key; tally-2: runs of format 1 only;
+// tally-3: runs of format 2 (storage/run.h), and format 1 still read.
+const std::string kFormatValue = "tally-3";
+const std::string kFormatBefore = "tally-2";  // moved to tally-3 at Open
 const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
 const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
 
@@ -141,16 +144,20 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
     if (any->Valid()) {
       return Status::Corruption(options.path + " holds a database that is not tally's");
     }
+  } else if (!read.ok()) {
+    return FromRocks(read, "cannot read the format marker in " + options.path);
+  } else if (format != kFormatValue && format != kFormatBefore) {
+    return Status::Corruption(options.path + " holds data of an unknown format '" + format +
+                              "' (written by another version of tally?)");
+  }
+  // A tally-2 directory is marked tally-3 before any run of format 2 lands in
+  // it, so that an older tallyd refuses it instead of skipping those runs.
+  if (format != kFormatValue) {
     if (Status status = FromRocks(db->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue),
                                   "cannot write to " + options.path);
         !status.ok()) {
       return status;
     }
-  } else if (!read.ok()) {
-    return FromRocks(read, "cannot read the format marker in " + options.path);
-  } else if (format != kFormatValue) {
-    return Status::Corruption(options.path + " holds data of an unknown format '" + format +
-                              "' (written by another version of tally?)");
   }
   // Runs continue after the last one written.
   std::unique_ptr<rocksdb::Iterator> last(db->NewIterator(rocksdb::ReadOptions()));
@@ -297,7 +304,9 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     stats->last_run = sequence;
     const std::string_view value = ToView(it->value());
     (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) += value.size();
-    if (!ForEachRecord(value, on_record).ok()) ++stats->corrupt;  // the rest of this part is lost
+    if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
+      stats->corrupt += unframed;
+    }
   }
   return FromRocks(it->status(), "reading " + options_.path);
 }

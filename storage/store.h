@@ -117,7 +117,7 @@ class Store {
     uint64_t records = 0;   // records read
     uint64_t restored = 0;  // handed to `restore` and accepted by it
     uint64_t expired = 0;   // skipped: nothing in them counts any more
-    uint64_t corrupt = 0;   // skipped: did not decode (logged by the caller)
+    uint64_t corrupt = 0;   // skipped: did not decode or could not be framed (the caller logs it)
     uint64_t refused = 0;   // `restore` returned an error (e.g. the key cap)
     uint64_t last_run = 0;  // the sequence of the newest run read; 0: none
     // Runs absent between the checkpoint and last_run, as [first, last]
