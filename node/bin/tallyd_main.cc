@@ -251,6 +251,7 @@ int main(int argc, char** argv) {
   const tally::Clock* clock = tally::SystemClock::Default();
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
+  uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
   if (store) {  // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
     if (tally::Status status = store->Load(
@@ -260,8 +261,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     restore_ms = clock->MonotonicMs() - started_ms;
-    spdlog::info("restored {} keys in {} ms ({} expired, {} corrupt and {} over max-keys skipped)",
-                 loaded.restored, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
+    keys_restored = limiter.key_count();
+    spdlog::info("restored {} keys from {} records in {} ms ({} expired, {} corrupt and {} over "
+                 "max-keys skipped)",
+                 keys_restored, loaded.records, restore_ms, loaded.expired, loaded.corrupt,
+                 loaded.refused);
     if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
     for (const auto& [first, last] : loaded.missing_runs) {
       spdlog::warn("runs {} to {} are missing (dropped from the damaged write-ahead log): the "
@@ -328,7 +332,7 @@ int main(int argc, char** argv) {
     if (persister) {
       const tally::Persister::Stats persisted = persister->stats();
       stats->restore_ms = static_cast<uint64_t>(restore_ms);
-      stats->keys_restored = loaded.restored;
+      stats->keys_restored = keys_restored;
       stats->storage_flushes = persisted.flushes;
       stats->storage_checkpoints = persisted.checkpoints;
       stats->storage_keys_written = persisted.keys_written;
