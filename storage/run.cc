@@ -10,8 +10,6 @@ constexpr size_t kRunKeyBytes = 1 + 8 + 4;
 constexpr size_t kCountBytes = 4;
 constexpr size_t kHeaderBytes = 1 + kCountBytes;  // format 2: format byte and record count
 
-using RecordCallback = std::function<void(std::string_view, std::string_view)>;
-
 // Reads a varint size and that many bytes from the front of *in.
 bool GetSized(std::string_view* in, std::string_view* bytes) {
   uint64_t size = 0;
@@ -23,8 +21,8 @@ bool GetSized(std::string_view* in, std::string_view* bytes) {
 
 Status Unframed(uint64_t unframed, std::string_view what) {
   if (unframed == 0) return Status::OK();
-  return Status::Corruption(std::to_string(unframed) + " records of a run part could not be framed: " +
-                            std::string(what));
+  return Status::Corruption(std::to_string(unframed) +
+                            " records of a run part could not be framed: " + std::string(what));
 }
 
 Status ForEachSizedRecord(std::string_view records, uint64_t count, const RecordCallback& on_record,

@@ -64,8 +64,7 @@ class PartBuilder {
 // fit in it; the rest of the part, from its record count, for a record size
 // that does not fit in the part (one in format 1, which has no count).
 // Corruption, saying what, when *unframed is not 0.
-Status ForEachRecord(std::string_view part,
-                     const std::function<void(std::string_view key, std::string_view value)>& on_record,
-                     uint64_t* unframed);
+using RecordCallback = std::function<void(std::string_view key, std::string_view value)>;
+Status ForEachRecord(std::string_view part, const RecordCallback& on_record, uint64_t* unframed);
 
 }  // namespace tally::storage

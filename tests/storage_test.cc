@@ -1,10 +1,8 @@
-// Tests of persistence: the record and run formats (storage/record.h,
-// storage/run.h), the RocksDB store (storage/store.h) and the Persister (node/persister.h) on a real store.
-// Each test works in its own temporary directory and on a ManualClock.
+// Tests of persistence: the record format (storage/record.h), the RocksDB
+// store (storage/store.h) and the Persister (node/persist/persister.h) on a
+// real store; damaged storage is in storage_damage_test.cc. Each test works in
+// its own temporary directory and on a ManualClock.
 #include <doctest/doctest.h>
-
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
 
 #include <sys/wait.h>
 
@@ -16,8 +14,6 @@
 #include <fstream>
 #include <memory>
 #include <random>
-#include <span>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,7 +25,7 @@
 #include "storage/record.h"
 #include "storage/run.h"
 #include "storage/store.h"
-#include "node/common/varint.h"
+#include "tests/storage_test_util.h"
 #include "tests/temp_dir.h"
 
 namespace tally {
@@ -37,9 +33,21 @@ namespace {
 
 namespace fs = std::filesystem;
 using storage::Store;
+using testing::Bucket;
+using testing::CheckSame;
+using testing::Counting;
+using testing::Describe;
+using testing::kStartMs;
+using testing::LoadAll;
+using testing::Log;
+using testing::OpenStore;
+using testing::RawPartOfFormat1;
+using testing::RawPut;
+using testing::Samples;
+using testing::Snapshot;
 using testing::TempDir;
+using testing::WriteRun;
 
-constexpr int64_t kStartMs = 1'700'000'040'000;  // a whole minute
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
 
@@ -67,213 +75,6 @@ class TmpfsMount {
   std::string path_;
   bool mounted_ = false;
 };
-
-KeySnapshot Snapshot(std::string key, Algorithm algorithm, uint64_t window_ms) {
-  KeySnapshot snapshot;
-  snapshot.key = std::move(key);
-  snapshot.algorithm = algorithm;
-  snapshot.window_ms = window_ms;
-  return snapshot;
-}
-
-KeySnapshot Counting(std::string key, Algorithm algorithm, uint64_t window_ms,
-                     int64_t window_index, std::vector<GCounter::Slot> current,
-                     std::vector<GCounter::Slot> previous) {
-  KeySnapshot snapshot = Snapshot(std::move(key), algorithm, window_ms);
-  snapshot.counts.window_index = window_index;
-  for (const auto& [node, count] : current) snapshot.counts.current.MergeSlot(node, count);
-  for (const auto& [node, count] : previous) snapshot.counts.previous.MergeSlot(node, count);
-  return snapshot;
-}
-
-KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStamps> log) {
-  KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kSlidingWindowLog, window_ms);
-  snapshot.log = std::move(log);
-  return snapshot;
-}
-
-KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t level, int64_t refilled_at_ms) {
-  KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kTokenBucket, window_ms);
-  snapshot.bucket_level = level;
-  snapshot.bucket_refilled_at_ms = refilled_at_ms;
-  return snapshot;
-}
-
-// One snapshot of every shape, all live at now_ms, a few of them at extremes.
-std::vector<KeySnapshot> Samples(int64_t now_ms) {
-  const std::string binary("a\0b\xff\x80\n\x01", 7);
-  std::vector<LogStamp> stamps;
-  for (int i = 0; i < 5'000; ++i) stamps.push_back({now_ms - 5'000 + i, 1 + uint64_t(i) % 3});
-  return {
-      Counting("fixed", Algorithm::kFixedWindow, 1'000, now_ms / 1'000,
-               {{1, 5}, {7, 300}, {UINT64_MAX, UINT64_MAX}}, {}),
-      Counting(binary, Algorithm::kSlidingWindowCounter, 60'000, now_ms / 60'000,
-               {{2, 1}, {3, uint64_t{1} << 40}}, {{1, 99}, {2, 7}, {1'000'000'007, 1}}),
-      Counting(std::string(kMaxKeyBytes, '\xfe'), Algorithm::kSlidingWindowCounter, 1, now_ms,
-               {{1, 1}}, {{1, 2}}),  // window_index ~1.7e12
-      Counting("month", Algorithm::kFixedWindow, kMaxWindowMs, now_ms / kMaxWindowMs, {{9, 1}}, {}),
-      Log("log", 10'000, {{1, stamps}}),
-      Log(binary, 1'000, {{1, {{now_ms, 1'000'000'000}}}, {UINT64_MAX, {{now_ms - 9, 1}}}}),
-      Bucket("bucket", 4'000, 20 * 4'000, now_ms),
-      Bucket(std::string(kMaxKeyBytes, '\0'), kMaxWindowMs, kMaxLimit * kMaxWindowMs, now_ms - 1),
-  };
-}
-
-// Every field of a snapshot as text, for comparing snapshots and reading a mismatch.
-// (KeySnapshot::operator== does not compile: LogStamp in node/decide.h has no operator==.)
-std::string Describe(const KeySnapshot& s) {
-  std::ostringstream out;
-  out << AlgorithmName(s.algorithm) << " window " << s.window_ms << " key " << std::hex;
-  for (const char c : s.key) out << int(static_cast<unsigned char>(c)) << '.';
-  out << std::dec << " index " << s.counts.window_index << " current";
-  for (const auto& slot : s.counts.current.slots()) out << ' ' << slot.node << ':' << slot.count;
-  out << " previous";
-  for (const auto& slot : s.counts.previous.slots()) out << ' ' << slot.node << ':' << slot.count;
-  out << " log";
-  for (const NodeStamps& node : s.log) {
-    out << ' ' << node.node << ':';
-    for (const LogStamp& stamp : node.stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
-  }
-  out << " bucket " << s.bucket_level << '@' << s.bucket_refilled_at_ms;
-  return out.str();
-}
-
-std::vector<std::string> DescribeAll(const std::vector<KeySnapshot>& snapshots) {
-  std::vector<std::string> described;
-  for (const KeySnapshot& snapshot : snapshots) described.push_back(Describe(snapshot));
-  std::sort(described.begin(), described.end());
-  return described;
-}
-
-// actual and expected hold the same snapshots, in any order.
-void CheckSame(const std::vector<KeySnapshot>& actual, const std::vector<KeySnapshot>& expected) {
-  const std::vector<std::string> got = DescribeAll(actual), want = DescribeAll(expected);
-  CHECK(got.size() == want.size());
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) CHECK(got[i] == want[i]);
-}
-
-std::unique_ptr<Store> OpenStore(const std::string& path, const Clock* clock) {
-  std::unique_ptr<Store> store;
-  const Status status = Store::Open(Store::Options{path, false, clock}, &store);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return store;
-}
-
-// Writes the snapshots as one run (a checkpoint when `checkpoint`).
-Status WriteRun(Store& store, std::span<const KeySnapshot> snapshots, bool checkpoint = false) {
-  std::unique_ptr<Store::Run> run;
-  if (Status status = store.BeginRun(checkpoint, &run); !status.ok()) return status;
-  for (const KeySnapshot& snapshot : snapshots) run->Add(snapshot);
-  return store.Commit(run.get());
-}
-
-// Every snapshot Load hands over, in the order it does.
-std::vector<KeySnapshot> LoadAll(Store& store, Store::LoadStats* stats) {
-  std::vector<KeySnapshot> loaded;
-  const Status status = store.Load(
-      [&](const KeySnapshot& snapshot) {
-        loaded.push_back(snapshot);
-        return Status::OK();
-      },
-      stats);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return loaded;
-}
-
-// Puts key/value pairs with RocksDB itself, not through Store (which must be closed).
-void RawPut(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kvs) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  rocksdb::DB* raw = nullptr;
-  const rocksdb::Status open = rocksdb::DB::Open(options, path, &raw);
-  REQUIRE_MESSAGE(open.ok(), open.ToString());
-  const std::unique_ptr<rocksdb::DB> db(raw);
-  for (const auto& [key, value] : kvs) REQUIRE(db->Put(rocksdb::WriteOptions(), key, value).ok());
-}
-
-// The value RocksDB holds under `key` (Store must be closed).
-std::string RawGet(const std::string& path, const std::string& key) {
-  rocksdb::DB* raw = nullptr;
-  const rocksdb::Status open = rocksdb::DB::Open(rocksdb::Options(), path, &raw);
-  REQUIRE_MESSAGE(open.ok(), open.ToString());
-  const std::unique_ptr<rocksdb::DB> db(raw);
-  std::string value;
-  const rocksdb::Status read = db->Get(rocksdb::ReadOptions(), key, &value);
-  REQUIRE_MESSAGE(read.ok(), read.ToString());
-  return value;
-}
-
-// A run part of format 1, as versions before format 2 framed them, holding the given records.
-std::string RawPartOfFormat1(const std::vector<std::pair<std::string, std::string>>& records) {
-  std::string part(1, static_cast<char>(storage::kRunFormatUnsized));
-  for (const auto& [key, value] : records) {
-    PutVarint(key.size(), &part);
-    part += key;
-    PutVarint(value.size(), &part);
-    part += value;
-  }
-  return part;
-}
-
-// A run numbered `sequence` of `count` token buckets named "run<sequence>-<i>",
-// as one part framed by PartBuilder: the (key, value) pair Store writes.
-std::pair<std::string, std::string> NumberedRun(uint64_t sequence, int count) {
-  storage::PartBuilder builder;
-  for (int i = 0; i < count; ++i) {
-    builder.Add(Bucket("run" + std::to_string(sequence) + "-" + std::to_string(i), 4'000, 1, kStartMs));
-  }
-  return {storage::RunKey(sequence, 0), builder.part()};
-}
-
-// The files in `directory` whose names end in `extension`.
-std::vector<fs::path> FilesEndingIn(const std::string& directory, const std::string& extension) {
-  std::vector<fs::path> files;
-  for (const auto& file : fs::directory_iterator(directory)) {
-    if (file.path().extension() == extension) files.push_back(file.path());
-  }
-  return files;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Writes `bytes` over the file's bytes from `offset` on.
-void Overwrite(const fs::path& path, size_t offset, const std::string& bytes) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekp(static_cast<std::streamoff>(offset));
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(file.good());
-}
-
-// The write-ahead log file of the database at `path` that holds `needle`, and where.
-std::pair<fs::path, size_t> FindInWal(const std::string& path, const std::string& needle) {
-  for (const fs::path& wal : FilesEndingIn(path, ".log")) {
-    const size_t at = ReadFile(wal).find(needle);
-    if (at != std::string::npos) return {wal, at};
-  }
-  FAIL("no write-ahead log in " << path << " holds the bytes looked for");
-  return {};
-}
-
-// The keys of the snapshots, sorted.
-std::vector<std::string> KeysOf(const std::vector<KeySnapshot>& snapshots) {
-  std::vector<std::string> keys;
-  for (const KeySnapshot& snapshot : snapshots) keys.push_back(snapshot.key);
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
-// The keys NumberedRun puts in the runs numbered `sequences`, sorted.
-std::vector<std::string> KeysOfRuns(std::initializer_list<uint64_t> sequences, int count) {
-  std::vector<std::string> keys;
-  for (const uint64_t sequence : sequences) {
-    for (int i = 0; i < count; ++i) keys.push_back("run" + std::to_string(sequence) + "-" + std::to_string(i));
-  }
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
 
 Status Decode(std::string_view key, std::string_view value) {
   KeySnapshot snapshot;
@@ -428,88 +229,6 @@ TEST_CASE("storage: Open creates, and refuses what it must not take") {
   CHECK(second == nullptr);
 }
 
-// A flipped byte in the block that holds the format marker: Open refuses, saying the database is damaged.
-TEST_CASE("storage: Open reports a damaged block as damage, not as an unknown format") {
-  ManualClock clock(kStartMs);
-  TempDir dir;
-  {
-    std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
-    NodeId id = 0;
-    REQUIRE(store->LoadNodeId(0, &id).ok());
-  }  // closing flushes it all into one sorted file, whose first block holds the metadata
-  const std::vector<fs::path> tables = FilesEndingIn(dir.Path("data"), ".sst");
-  REQUIRE(tables.size() == 1);
-  Overwrite(tables[0], 20, std::string(1, static_cast<char>(~ReadFile(tables[0])[20])));
-
-  std::unique_ptr<Store> store;
-  const Status status = Store::Open(Store::Options{dir.Path("data"), false, &clock}, &store);
-  CHECK(status.code() == Status::Code::kCorruption);
-  CHECK_MESSAGE(status.message().find("damaged") != std::string_view::npos, status.ToString());
-  CHECK_MESSAGE(status.message().find("unknown format") == std::string_view::npos, status.ToString());
-  CHECK(store == nullptr);
-}
-
-// Garbage inside the third of five runs in the write-ahead log: Open refuses, naming the
-// damage; salvaging restores the four intact runs, and Load reports run 3 missing.
-TEST_CASE("storage: a damaged write-ahead log is refused, and salvaged on request") {
-  // RocksDB drops the rest of a log block (32 KiB) from a damaged record on:
-  // with runs of ~40 KB, the next run begins in a block of its own.
-  constexpr int kRecords = 1'000;
-  ManualClock clock(kStartMs);
-  TempDir dir;
-  const std::string path = dir.Path("data");
-  OpenStore(path, &clock);  // a tally database, closed: its memtable flushed
-  std::vector<std::pair<std::string, std::string>> runs;
-  for (uint64_t sequence = 1; sequence <= 5; ++sequence) runs.push_back(NumberedRun(sequence, kRecords));
-  RawPut(path, runs);  // five batches; closing RocksDB leaves them in its write-ahead log
-  const auto [wal, at] = FindInWal(path, storage::RunKey(3, 0));
-  std::mt19937 rng(4);
-  std::string garbage(64, '\0');
-  for (char& c : garbage) c = static_cast<char>(rng());
-  Overwrite(wal, at + 100, garbage);  // inside the run's value
-
-  std::unique_ptr<Store> store;
-  const Status refused = Store::Open(Store::Options{path, false, &clock}, &store);
-  CHECK(refused.code() == Status::Code::kCorruption);
-  CHECK_MESSAGE(refused.message().find("write-ahead log") != std::string_view::npos, refused.ToString());
-  CHECK_MESSAGE(refused.message().find("--salvage-wal") != std::string_view::npos, refused.ToString());
-  CHECK(store == nullptr);
-
-  Store::Options salvage{path, false, &clock};
-  salvage.salvage_wal = true;
-  const Status salvaged = Store::Open(salvage, &store);
-  REQUIRE_MESSAGE(salvaged.ok(), salvaged.ToString());
-  for (int open = 0; open < 2; ++open) {  // salvaged, then opened as usual: what is intact stays
-    CAPTURE(open);
-    Store::LoadStats stats;
-    CHECK(KeysOf(LoadAll(*store, &stats)) == KeysOfRuns({1, 2, 4, 5}, kRecords));
-    CHECK(stats.corrupt == 0);
-    CHECK(stats.last_run == 5);
-    CHECK(stats.missing_runs == std::vector<std::pair<uint64_t, uint64_t>>{{3, 3}});
-    CHECK(store->wal_salvaged() == (open == 0));
-    store.reset();
-    store = OpenStore(path, &clock);
-  }
-}
-
-// A write-ahead log whose last batch is cut short (a crash during a write) opens as
-// usual: the complete runs load, the cut one is the flush that the crash lost.
-TEST_CASE("storage: a write-ahead log cut short in its last batch opens") {
-  ManualClock clock(kStartMs);
-  TempDir dir;
-  const std::string path = dir.Path("data");
-  OpenStore(path, &clock);
-  std::vector<std::pair<std::string, std::string>> runs;
-  for (uint64_t sequence = 1; sequence <= 5; ++sequence) runs.push_back(NumberedRun(sequence, 20));
-  RawPut(path, runs);
-  const auto [wal, at] = FindInWal(path, storage::RunKey(5, 0));
-  fs::resize_file(wal, at + 100);
-  Store::LoadStats stats;
-  CHECK(KeysOf(LoadAll(*OpenStore(path, &clock), &stats)) == KeysOfRuns({1, 2, 3, 4}, 20));
-  CHECK(stats.last_run == 4);
-  CHECK(stats.missing_runs.empty());
-}
-
 // The node id is random and non-zero if not given, kept across reopens; another id is refused.
 TEST_CASE("storage: LoadNodeId records one identity per directory") {
   ManualClock clock(kStartMs);
@@ -583,86 +302,6 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   CHECK(stats.records == written.size() + 2);
   CHECK(stats.corrupt == 4);
   CHECK(stats.restored == written.size());
-}
-
-// A tally-2 directory (runs of format 1) loads whole, and Open marks it tally-3.
-TEST_CASE("storage: Load reads runs of format 1 that earlier versions wrote") {
-  ManualClock clock(kStartMs);
-  TempDir dir;
-  const std::vector<KeySnapshot> written = Samples(kStartMs);
-  std::vector<std::pair<std::string, std::string>> records;
-  for (const KeySnapshot& snapshot : written) {
-    records.emplace_back(storage::EncodeRecordKey(snapshot), storage::EncodeRecordValue(snapshot));
-  }
-  const std::string format_key = std::string(1, storage::kMetaPrefix) + "format";
-  RawPut(dir.Path("data"), {{format_key, "tally-2"},
-                            {storage::RunKey(1, 0), RawPartOfFormat1(records)}});
-  Store::LoadStats stats;
-  CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), written);
-  CHECK(stats.corrupt == 0);
-  CHECK(RawGet(dir.Path("data"), format_key) == "tally-3");
-}
-
-// Replaces the key-size varint (one byte: keys are short) of the record whose user key is
-// `user_key`, in part 0 of run 1, with `size_bytes`.
-void ReplaceKeySize(const std::string& path, const std::string& user_key, const std::string& size_bytes) {
-  std::string part = RawGet(path, storage::RunKey(1, 0));
-  const size_t at = part.find(user_key);
-  REQUIRE(at != std::string::npos);
-  part.replace(at - 10 - 1, 1, size_bytes);  // before 'k', the algorithm and the window
-  RawPut(path, {{storage::RunKey(1, 0), part}});
-}
-
-// 600 records in one part; one record's key size is broken: in place it costs that record
-// alone, and a longer varint (which shifts the records after it) is counted as the true loss.
-TEST_CASE("storage: a record with broken framing costs that record, or is counted as what is lost") {
-  constexpr size_t kRecords = 600;
-  ManualClock clock(kStartMs);
-  std::vector<KeySnapshot> written;
-  for (size_t i = 0; i < kRecords; ++i) {
-    written.push_back(Bucket("key-" + std::to_string(1'000 + i), 4'000, 1, kStartMs));
-  }
-  for (const bool in_place : {true, false}) {
-    CAPTURE(in_place);
-    TempDir dir;
-    REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
-    // In place: a continuation bit, so the varint runs into the key; else a 10-byte varint.
-    ReplaceKeySize(dir.Path("data"), "key-1002",
-                   in_place ? std::string("\xff") : std::string(9, '\xff') + '\x01');
-    Store::LoadStats stats;
-    const std::vector<KeySnapshot> loaded = LoadAll(*OpenStore(dir.Path("data"), &clock), &stats);
-    CHECK(loaded.size() == stats.restored);
-    CHECK(stats.restored + stats.corrupt == kRecords);
-    if (in_place) CHECK(stats.corrupt == 1);
-    MESSAGE(std::string(in_place ? "in place" : "10-byte varint")
-            << ": " << stats.restored << " restored, " << stats.corrupt << " counted as corrupt");
-  }
-}
-
-// Randomly changed parts of either format never crash ForEachRecord, and it never hands out
-// more records than the part has bytes.
-TEST_CASE("storage: ForEachRecord survives random changes to a part") {
-  std::mt19937 rng(20260605);
-  storage::PartBuilder builder;
-  std::vector<std::pair<std::string, std::string>> records;
-  for (const KeySnapshot& snapshot : Samples(kStartMs)) {
-    builder.Add(snapshot);
-    records.emplace_back(storage::EncodeRecordKey(snapshot), storage::EncodeRecordValue(snapshot));
-  }
-  const std::string parts[] = {builder.part(), RawPartOfFormat1(records)};
-  for (int round = 0; round < 4'000; ++round) {
-    std::string part = parts[round % 2];
-    for (int change = 0; change < 1 + int(rng() % 4); ++change) {
-      part[rng() % part.size()] = static_cast<char>(rng());
-    }
-    if (rng() % 4 == 0) part.resize(rng() % part.size());
-    uint64_t delivered = 0, unframed = 0;
-    const Status status = storage::ForEachRecord(
-        part, [&](std::string_view, std::string_view) { ++delivered; }, &unframed);
-    CHECK(status.ok() == (unframed == 0));
-    CHECK(delivered <= part.size());
-    CHECK(unframed <= std::max<size_t>(part.size(), 1));
-  }
 }
 
 // Load reads the newest checkpoint, then the later runs in order, so the
