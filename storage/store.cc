@@ -1,11 +1,10 @@
 #include "storage/store.h"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <rocksdb/db.h>
@@ -13,6 +12,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "storage/disk_space.h"
 #include "storage/record.h"
 #include "storage/run.h"
 #include "node/common/varint.h"
@@ -80,7 +80,8 @@ Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
   const std::string message = what + ": " + status.ToString();
   if (status.IsCorruption()) {  // a checksum that does not match, a file cut short
-    return Status::Corruption(what + ": the database is damaged (RocksDB: " + status.ToString() + ")");
+    return Status::Corruption(what + ": the database is damaged (RocksDB: " + status.ToString() +
+                              ")");
   }
   if (status.IsIOError() && status.ToString().find("lock") != std::string::npos) {
     return Status::Unavailable(message + " (is another tallyd using this data directory?)");
@@ -130,7 +131,8 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
         what);
     opened->wal_salvaged_ = opening.ok();
   } else if (opening.ok() && options.salvage_wal) {
-    spdlog::info("--salvage-wal: the write-ahead log of {} is intact; nothing dropped", options.path);
+    spdlog::info("--salvage-wal: the write-ahead log of {} is intact; nothing dropped",
+                 options.path);
   }
   if (!opening.ok()) return opening;
   opened->db_.reset(db);
@@ -158,6 +160,15 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
         !status.ok()) {
       return status;
     }
+  }
+  // Without this room no run could ever be written: refuse rather than run
+  // on unable to persist anything.
+  if (Status room = opened->CheckFreeSpace(0); !room.ok()) {
+    return Status::IOError("no room to persist: " + std::string(room.message()) +
+                           ". tallyd needs room for RocksDB's files and " +
+                           std::to_string(options.min_free_bytes) +
+                           " bytes free beyond them: free space, use a larger disk, or run "
+                           "--memory-only");
   }
   // Runs continue after the last one written.
   std::unique_ptr<rocksdb::Iterator> last(db->NewIterator(rocksdb::ReadOptions()));
@@ -224,14 +235,16 @@ Status Store::BeginRun(bool checkpoint, std::unique_ptr<Run>* run) {
 }
 
 Status Store::CheckFreeSpace(uint64_t write_bytes) const {
-  struct statvfs disk {};
-  if (statvfs(options_.path.c_str(), &disk) != 0) return Status::OK();  // RocksDB will tell
-  const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
-  if (free_bytes >= write_bytes + options_.min_free_bytes) return Status::OK();
-  return Status::IOError("disk nearly full: " + std::to_string(free_bytes) + " bytes free at " +
-                         options_.path + ", keeping at least " +
-                         std::to_string(options_.min_free_bytes) + " beyond a write of " +
-                         std::to_string(write_bytes) + " bytes; not written");
+  const std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
+  if (!free_bytes || *free_bytes >= write_bytes + options_.min_free_bytes) {
+    return Status::OK();  // without an answer from the file system, RocksDB will tell
+  }
+  const std::string kept = std::to_string(options_.min_free_bytes) + " kept free";
+  return Status::IOError("disk nearly full: " + std::to_string(*free_bytes) + " bytes free at " +
+                         options_.path + ", less than " +
+                         (write_bytes == 0 ? kept
+                                           : "a write of " + std::to_string(write_bytes) +
+                                                 " bytes and " + kept + " beyond it"));
 }
 
 bool Store::CheckpointDue() const {

@@ -16,7 +16,9 @@
 // what RocksDB has not compacted yet.
 //
 // Open refuses (and the daemon does not start) when the directory is held by
-// another process (RocksDB's LOCK), cannot be created or written, holds a
+// another process (RocksDB's LOCK), cannot be created or written, leaves no
+// room to persist (less than min_free_bytes free once RocksDB's files are in
+// place: no run could ever be written), holds a
 // database that is not tally's (or of another format version), or RocksDB
 // reports corruption (Corruption, saying the database is damaged; with the
 // way out, Options::salvage_wal, when the damage is in the write-ahead log).

@@ -1,15 +1,11 @@
 // Tests of persistence: the record format (storage/record.h), the RocksDB
 // store (storage/store.h) and the Persister (node/persist/persister.h) on a
-// real store; damaged storage is in storage_damage_test.cc. Each test works in
-// its own temporary directory and on a ManualClock.
+// real store; damaged storage is in storage_damage_test.cc, full disks in
+// storage_disk_test.cc. Each test works in its own temporary directory and on
+// a ManualClock.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -50,31 +46,6 @@ using testing::WriteRun;
 
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
-
-bool Run(const std::string& command) {
-  const int rc = std::system(command.c_str());
-  if (rc != 0) MESSAGE("`" << command << "` exited with status " << rc);
-  return rc == 0;
-}
-
-// A tmpfs of `size` mounted on the directory `path` (created), unmounted at the end of the scope.
-class TmpfsMount {
- public:
-  TmpfsMount(std::string path, const std::string& size) : path_(std::move(path)) {
-    fs::create_directory(path_);
-    mounted_ = Run("mount -t tmpfs -o size=" + size + " tmpfs '" + path_ + "'");
-  }
-  ~TmpfsMount() {
-    if (mounted_ && !Run("umount '" + path_ + "'")) Run("umount -l '" + path_ + "'");
-  }
-  TmpfsMount(const TmpfsMount&) = delete;
-  TmpfsMount& operator=(const TmpfsMount&) = delete;
-  bool mounted() const { return mounted_; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
 
 Status Decode(std::string_view key, std::string_view value) {
   KeySnapshot snapshot;
@@ -458,86 +429,6 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   CHECK(loaded[0].key == "long");
   CHECK(loaded[0].counts.current.Get(1) == 2);
   CHECK(stats.records == 1);
-}
-
-// The full-disk scenario on the tmpfs at `dir` (run by the child process
-// below). With the default guard (32 MiB) on a 1 MiB disk every run is
-// refused before anything is collected; with a 512 KiB guard runs are begun
-// until one is refused at commit, and the changes it held are unsaved until
-// the checkpoint that the next flush writes.
-void FullDiskScenario(const std::string& dir, uint64_t min_free_bytes) {
-  ManualClock clock(kStartMs);
-  std::unique_ptr<Store> store;
-  Store::Options options{dir + "/data", false, &clock};
-  options.min_free_bytes = min_free_bytes;
-  const Status opened = Store::Open(options, &store);
-  REQUIRE_MESSAGE(opened.ok(), opened.ToString());
-  Limiter limiter(Limiter::Options{1, 1'000'000, &clock, /*track_changes=*/true});
-  auto persister = std::make_unique<Persister>(Persister::Options{}, &limiter, store.get());
-  std::vector<std::string> keys;
-  Status flushed;
-  for (int round = 0; round < 200 && flushed.ok(); ++round) {
-    for (int i = 0; i < 200; ++i) {
-      keys.push_back(std::string(200, 'x') + std::to_string(keys.size()));
-      Decision decision;
-      REQUIRE(limiter.Check(keys.back(), LimitSpec{Algorithm::kFixedWindow, 9, 3'600'000}, 1,
-                            &decision).ok());
-    }
-    flushed = persister->Flush();
-  }
-  REQUIRE_MESSAGE(!flushed.ok(), "1 MiB never filled up");
-  MESSAGE("full after " << keys.size() << " keys: " << flushed.ToString());
-  CHECK(persister->stats().write_errors > 0);
-  const bool refused_at_commit = min_free_bytes < Store::Options().min_free_bytes;
-  CHECK(persister->stats().unsaved == refused_at_commit);
-
-  REQUIRE(Run("mount -o remount,size=64m '" + dir + "'"));
-  const uint64_t checkpoints = persister->stats().checkpoints;
-  const Status retried = persister->Flush();
-  CHECK_MESSAGE(retried.ok(), retried.ToString());
-  CHECK_FALSE(persister->stats().unsaved);
-  if (refused_at_commit) CHECK(persister->stats().checkpoints == checkpoints + 1);
-  persister.reset();
-  store.reset();
-  store = OpenStore(dir + "/data", &clock);
-  Store::LoadStats stats;
-  std::vector<std::string> loaded;
-  for (const KeySnapshot& snapshot : LoadAll(*store, &stats)) loaded.push_back(snapshot.key);
-  std::sort(keys.begin(), keys.end());
-  std::sort(loaded.begin(), loaded.end());
-  CHECK(loaded == keys);
-}
-
-constexpr const char* kFullDiskTest =
-    "storage: Persister retries writes that failed on a full disk";
-constexpr const char* kFullDiskEnv = "TALLY_STORAGE_TEST_TMPFS";
-
-// On a full disk, Flush fails and nothing is lost; once there is room, the next Flush writes all.
-TEST_CASE(kFullDiskTest) {
-  // Needs mount (root): skipped with a message where impossible. The scenario runs in a child (this
-  // test re-executed) so that a crash in it fails this test and the tmpfs is always unmounted.
-  // The child's environment: "<tmpfs dir>:<min_free_bytes>".
-  if (const char* child = std::getenv(kFullDiskEnv)) {
-    const std::string spec(child);
-    const size_t colon = spec.rfind(':');
-    return FullDiskScenario(spec.substr(0, colon), std::stoull(spec.substr(colon + 1)));
-  }
-  for (const uint64_t min_free_bytes : {uint64_t{512} << 10, Store::Options().min_free_bytes}) {
-    CAPTURE(min_free_bytes);
-    TempDir dir;
-    TmpfsMount mount(dir.Path("mnt"), "1m");
-    if (!mount.mounted()) {
-      MESSAGE("skipped: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
-      return;
-    }
-    const int status = std::system(
-        (std::string(kFullDiskEnv) + "='" + dir.Path("mnt") + ":" + std::to_string(min_free_bytes) +
-         "' '" + fs::read_symlink("/proc/self/exe").string() + "' --test-case='" + kFullDiskTest +
-         "'").c_str());
-    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0),
-                  "the child run failed or crashed (wait status " << status << "): see its output");
-    CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
-  }
 }
 
 }  // namespace

@@ -337,6 +337,7 @@ int main(int argc, char** argv) {
       stats->storage_checkpoints = persisted.checkpoints;
       stats->storage_keys_written = persisted.keys_written;
       stats->storage_write_errors = persisted.write_errors;
+      stats->storage_degraded = persisted.degraded;
       stats->storage_disk_bytes = store->DiskBytes();
     }
   };

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 
 namespace tally {
@@ -83,16 +84,41 @@ Status Persister::WriteRun(bool checkpoint,
     unsaved_ = !status.ok();
   }
   std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  const bool was_degraded = stats_.degraded;
   stats_.unsaved = unsaved_;
+  stats_.degraded = !status.ok();
   if (status.ok()) {
     ++stats_.flushes;
     stats_.checkpoints += checkpoint ? 1 : 0;
     stats_.keys_written += run->records();
-  } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
-    spdlog::error("persisting failed ({} failures so far); serving from memory: {}",
-                  stats_.write_errors, status.ToString());
+  } else {
+    ++stats_.write_errors;
   }
+  LogOutcome(status, was_degraded);
   return status;
+}
+
+void Persister::LogOutcome(const Status& status, bool was_degraded) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto ms = [now](std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count();
+  };
+  if (status.ok()) {
+    if (was_degraded) {
+      spdlog::info("persisting again, after {} ms degraded; {} failed writes so far",
+                   ms(failing_since_), stats_.write_errors);
+    }
+    return;
+  }
+  if (!was_degraded) {
+    failing_since_ = now;
+  } else if (now - failure_logged_ < std::chrono::seconds(1)) {
+    return;  // while degraded, a line a second at most
+  }
+  failure_logged_ = now;
+  spdlog::error("persisting failed ({} failed writes so far, degraded for {} ms): serving from "
+                "memory, and a crash would lose what changed since the last write: {}",
+                stats_.write_errors, ms(failing_since_), status.ToString());
 }
 
 Persister::Stats Persister::stats() const {

@@ -8,9 +8,12 @@
 // expired state leaves the disk. A failed write (disk full, I/O error) is
 // logged and counted, and the next flush writes a checkpoint, which covers
 // whatever that write held; the node keeps serving from memory meanwhile
-// (degraded: a crash then loses everything not yet written). A second thread
-// writes a checkpoint and compacts the store every compaction_interval_ms,
-// so that even a node whose keys have gone quiet drops what has expired.
+// (degraded: a crash then loses everything not yet written). While degraded
+// it logs every failed flush (at most a line a second) and reports it in
+// stats(); the first write that succeeds again is logged too. A second
+// thread writes a checkpoint and compacts the store every
+// compaction_interval_ms, so that even a node whose keys have gone quiet
+// drops what has expired.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
 // flush in progress) on this node. Stop() writes a checkpoint, so a clean
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -44,6 +48,8 @@ class Persister {
     uint64_t keys_written = 0;  // records in those runs
     uint64_t write_errors = 0;  // failed runs
     bool unsaved = false;       // a write failed; the next flush writes a checkpoint
+    bool degraded = false;      // the last write failed: what changed since the last
+                                // that succeeded is in memory only
   };
 
   // limiter and store must outlive the Persister.
@@ -70,6 +76,9 @@ class Persister {
   Status WriteRun(bool checkpoint,
                   const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
+  // With flush_mu_ and stats_mu_ held, stats_ updated: logs a failed write,
+  // or the first that succeeds after failures.
+  void LogOutcome(const Status& status, bool was_degraded);
 
   const Options options_;
   Limiter* const limiter_;
@@ -81,6 +90,8 @@ class Persister {
   bool stopped_ = false;  // Stop has run; guarded by mu_
   std::mutex flush_mu_;  // one write at a time; guards unsaved_
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
+  // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
+  std::chrono::steady_clock::time_point failing_since_, failure_logged_;
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;
