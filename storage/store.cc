@@ -95,9 +95,15 @@ Store::Store(const Options& options) : options_(options) {}
 
 Store::~Store() {
   // Moves the memtable into sorted files, so that the next start reads them
-  // directly instead of replaying the write-ahead log.
-  if (db_) db_->Flush(rocksdb::FlushOptions());
+  // directly instead of replaying the write-ahead log; on a nearly full disk
+  // that would only fail (and log RocksDB's errors).
+  const std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
+  if (db_ && (!free_bytes || *free_bytes >= options_.min_free_bytes)) {
+    db_->Flush(rocksdb::FlushOptions());
+  }
 }
+
+std::string Store::ReservePath() const { return options_.path + "/" + kReserveFile; }
 
 Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   std::unique_ptr<Store> opened(new Store(options));
@@ -163,9 +169,17 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   }
   // Without this room no run could ever be written: refuse rather than run
   // on unable to persist anything.
-  if (Status room = opened->CheckFreeSpace(0); !room.ok()) {
+  Status room;
+  if (options.reserve_bytes == 0) {
+    ReleaseReserve(opened->ReservePath());  // one made before
+  } else {
+    room = MakeReserve(opened->ReservePath(), options.reserve_bytes);
+  }
+  if (room.ok()) room = opened->CheckFreeSpace(0);
+  if (!room.ok()) {
     return Status::IOError("no room to persist: " + std::string(room.message()) +
-                           ". tallyd needs room for RocksDB's files and " +
+                           ". tallyd needs room for RocksDB's files, a shutdown reserve of " +
+                           std::to_string(options.reserve_bytes) + " bytes and " +
                            std::to_string(options.min_free_bytes) +
                            " bytes free beyond them: free space, use a larger disk, or run "
                            "--memory-only");
@@ -234,12 +248,17 @@ Status Store::BeginRun(bool checkpoint, std::unique_ptr<Run>* run) {
   return Status::OK();
 }
 
-Status Store::CheckFreeSpace(uint64_t write_bytes) const {
-  const std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
-  if (!free_bytes || *free_bytes >= write_bytes + options_.min_free_bytes) {
+Status Store::CheckFreeSpace(uint64_t write_bytes) {
+  const uint64_t keep_bytes = last_writes_ ? kLastWriteSlackBytes : options_.min_free_bytes;
+  std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
+  if (free_bytes && *free_bytes < write_bytes + keep_bytes && last_writes_ &&
+      ReleaseReserve(ReservePath())) {
+    free_bytes = FreeBytes(options_.path);  // what the reserve was kept for
+  }
+  if (!free_bytes || *free_bytes >= write_bytes + keep_bytes) {
     return Status::OK();  // without an answer from the file system, RocksDB will tell
   }
-  const std::string kept = std::to_string(options_.min_free_bytes) + " kept free";
+  const std::string kept = std::to_string(keep_bytes) + " kept free";
   return Status::IOError("disk nearly full: " + std::to_string(*free_bytes) + " bytes free at " +
                          options_.path + ", less than " +
                          (write_bytes == 0 ? kept

@@ -400,6 +400,37 @@ TEST_CASE("persistence: a full disk degrades loudly, keeps serving, and recovers
   CHECK(MustCheck(*node.client, new_key).remaining == kLimit - 2);
 }
 
+// SIGTERM while the disk is 100% full: tallyd writes what changed since it filled (5,000
+// admissions), in the room it keeps for that, and exits 0; once there is room, all are back.
+TEST_CASE("persistence: SIGTERM on a full disk loses nothing") {
+  constexpr uint64_t kLimit = 1'000;
+  TempDir dir;
+  const TmpfsMount disk(dir.Path("disk"), "size=96m");
+  if (!disk.mounted()) {
+    MESSAGE("skipped: cannot mount a tmpfs: " << disk.error());
+    return;
+  }
+  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"),
+                                         "--flush-interval-ms", "100"};
+  const std::vector<Limit> before = LimitsOverAlgorithms("before-", 10, kLimit);
+  const std::vector<Limit> after = LimitsOverAlgorithms("after-", 50, kLimit);
+  {
+    Node node(args);
+    INFO("tallyd log: " << node.process->Log());
+    CHECK(CountAllowed(CheckAll(*node.client, before, Cost(1))) == before.size());
+    AwaitFlushOfAcknowledged(node);
+    REQUIRE(FillDisk(dir.Path("disk"), 0));
+    CHECK(CountAllowed(CheckAll(*node.client, after, Cost(100))) == after.size());
+    REQUIRE(PollUntil([&] { return node.Stats().storage_write_errors > 0; }));
+    CHECK(node.Stop(SIGTERM) == 0);
+    CHECK(Contains(node.process->Log(), "final checkpoint"));
+  }
+  std::filesystem::remove(FillerPath(dir.Path("disk")));
+  Node node(args);
+  CHECK(CountWrong(PeekRemaining(*node.client, before), Cost(kLimit - 1)) == 0);
+  CHECK(CountWrong(PeekRemaining(*node.client, after), Cost(kLimit - 100)) == 0);
+}
+
 // 64 random bytes inside the third of five runs in the write-ahead log: tallyd refuses to start,
 // saying why; with --salvage-wal it restores the runs before the damage and logs what it lost.
 TEST_CASE("persistence: a damaged write-ahead log refuses the start until --salvage-wal") {

@@ -29,9 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using storage::Store;
 using testing::FillDisk;
+using testing::FillerPath;
 using testing::kStartMs;
 using testing::LoadAll;
-using testing::OpenStore;
 using testing::TempDir;
 using testing::TmpfsMount;
 
@@ -59,10 +59,11 @@ void OnTmpfs(const char* test_name, const std::string& size,
   CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
 }
 
-// Small enough for a tmpfs of a few MiB: 512 KiB kept free.
+// Small enough for a tmpfs of a few MiB: 512 KiB kept free, a 1 MiB reserve.
 Store::Options SmallDiskOptions(const std::string& path, const Clock* clock) {
   Store::Options options{path, false, clock};
   options.min_free_bytes = 512 << 10;
+  options.reserve_bytes = 1 << 20;
   return options;
 }
 
@@ -81,6 +82,14 @@ void Admit(Limiter& limiter, const std::string& key, uint64_t cost) {
   REQUIRE(decision.allowed);
 }
 
+// Each key and the count this node holds for it, sorted by key.
+std::vector<std::pair<std::string, uint64_t>> CountsOf(const std::vector<KeySnapshot>& snapshots) {
+  std::vector<std::pair<std::string, uint64_t>> counts;
+  for (const KeySnapshot& s : snapshots) counts.emplace_back(s.key, s.counts.current.Get(1));
+  std::sort(counts.begin(), counts.end());
+  return counts;
+}
+
 constexpr const char* kNoRoomTest = "storage: Open refuses a disk that leaves no room to persist";
 
 // On 40 MiB, RocksDB's own files leave less than the 32 MiB kept free: Open refuses, saying so.
@@ -93,8 +102,9 @@ TEST_CASE(kNoRoomTest) {
     CHECK_MESSAGE(refused.message().find("no room to persist") != std::string_view::npos,
                   refused.ToString());
     CHECK(store == nullptr);
-    // With less kept free the same disk will do.
+    // With less kept free the same disk will do, and the reserve is made.
     store = OpenSmall(path + "/data", &clock);
+    CHECK(fs::file_size(path + "/data/" + Store::kReserveFile) == 1u << 20);
   });
 }
 
@@ -156,6 +166,45 @@ TEST_CASE(kRefusedAtCommitTest) {
 // room, the next flush writes every change.
 TEST_CASE(kRefusedAtBeginTest) {
   OnTmpfs(kRefusedAtBeginTest, "4m", [](const std::string& path) { FullDiskScenario(path, false); });
+}
+
+constexpr const char* kStopTest = "storage: Persister Stop writes what changed on a full disk";
+
+// The disk fills to 100% after a flush; more admissions; Stop gives up the reserve and writes
+// them, and once the disk has room again every count is back.
+TEST_CASE(kStopTest) {
+  OnTmpfs(kStopTest, "4m", [](const std::string& path) {
+    ManualClock clock(kStartMs);
+    const std::string data = path + "/data";
+    std::unique_ptr<Store> store = OpenSmall(data, &clock);
+    Limiter limiter(Limiter::Options{1, 1'000'000, &clock, /*track_changes=*/true});
+    Persister persister(Persister::Options{}, &limiter, store.get());
+    for (int i = 0; i < 100; ++i) Admit(limiter, "before-" + std::to_string(i), 1);
+    REQUIRE(persister.Flush().ok());
+    REQUIRE(FillDisk(path, 0));
+    for (int i = 0; i < 100; ++i) {
+      Admit(limiter, "before-" + std::to_string(i), 2);
+      Admit(limiter, "after-" + std::to_string(i), 5);
+    }
+    CHECK_FALSE(persister.Flush().ok());
+    CHECK(persister.stats().degraded);
+    const Status stopped = persister.Stop();
+    CHECK_MESSAGE(stopped.ok(), stopped.ToString());
+    CHECK_FALSE(fs::exists(data + "/" + Store::kReserveFile));  // given up for the last writes
+    store.reset();
+
+    fs::remove(FillerPath(path));
+    Store::LoadStats stats;
+    std::vector<std::pair<std::string, uint64_t>> expected;
+    for (int i = 0; i < 100; ++i) {
+      expected.emplace_back("after-" + std::to_string(i), 5);
+      expected.emplace_back("before-" + std::to_string(i), 3);
+    }
+    std::sort(expected.begin(), expected.end());
+    store = OpenSmall(data, &clock);
+    CHECK(CountsOf(LoadAll(*store, &stats)) == expected);
+    CHECK(fs::exists(data + "/" + Store::kReserveFile));  // made again
+  });
 }
 
 }  // namespace

@@ -41,7 +41,26 @@ Status Persister::Stop() {
   for (std::thread* thread : {&flush_thread_, &compaction_thread_}) {
     if (thread->joinable()) thread->join();
   }
-  return Checkpoint();
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  const auto started = std::chrono::steady_clock::now();
+  store_->BeginLastWrites();
+  last_writes_ = true;
+  const bool covered_by_changes = !unsaved_;  // else only a checkpoint covers a failed write
+  if (covered_by_changes) {
+    if (Status status = WriteChangesLocked(); !status.ok()) return status;
+  }
+  const Status checkpoint = CheckpointLocked();
+  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - started).count();
+  if (checkpoint.ok()) {
+    spdlog::info("final checkpoint written in {} ms", elapsed_ms);
+  } else if (covered_by_changes) {
+    spdlog::warn("final checkpoint not written ({}); nothing is lost: what changed is on disk, "
+                 "and the next start reads the runs since the last checkpoint",
+                 checkpoint.ToString());
+    return Status::OK();
+  }
+  return checkpoint;
 }
 
 void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
@@ -56,6 +75,10 @@ void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
 Status Persister::Flush() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   if (unsaved_ || store_->CheckpointDue()) return CheckpointLocked();
+  return WriteChangesLocked();
+}
+
+Status Persister::WriteChangesLocked() {
   return WriteRun(false, [this](storage::Store::Run* run) {
     limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
   });
@@ -110,6 +133,7 @@ void Persister::LogOutcome(const Status& status, bool was_degraded) {
     }
     return;
   }
+  if (last_writes_) return;  // Stop says what its failures mean
   if (!was_degraded) {
     failing_since_ = now;
   } else if (now - failure_logged_ < std::chrono::seconds(1)) {

@@ -16,8 +16,12 @@
 // drops what has expired.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
-// flush in progress) on this node. Stop() writes a checkpoint, so a clean
-// shutdown loses nothing and the next start reads a single run.
+// flush in progress) on this node. Stop() loses nothing: it writes what
+// changed since the last write (the smallest write that covers it all),
+// using the room the store keeps for it (Store::BeginLastWrites), then a
+// checkpoint, so that the next start reads a single run. Only when a write
+// failed after collecting its changes (Stats::unsaved) must the checkpoint
+// itself succeed.
 //
 // Thread safety: Start and Stop from one thread; Flush, Checkpoint and
 // stats() from any.
@@ -57,8 +61,9 @@ class Persister {
   ~Persister();  // Stop()
 
   void Start();
-  // Stops the threads, then writes a checkpoint. Returns its status. Later
-  // calls do nothing.
+  // Stops the threads, then writes what changed and a checkpoint (above).
+  // OK when everything is on disk, else the error; it logs what it wrote.
+  // Later calls do nothing.
   Status Stop();
   // Collects and writes the changes now, or a checkpoint when one is due
   // (the flush thread calls this).
@@ -76,6 +81,7 @@ class Persister {
   Status WriteRun(bool checkpoint,
                   const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
+  Status WriteChangesLocked();
   // With flush_mu_ and stats_mu_ held, stats_ updated: logs a failed write,
   // or the first that succeeds after failures.
   void LogOutcome(const Status& status, bool was_degraded);
@@ -92,6 +98,7 @@ class Persister {
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
   std::chrono::steady_clock::time_point failing_since_, failure_logged_;
+  bool last_writes_ = false;  // Stop is writing; guarded by flush_mu_
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;
