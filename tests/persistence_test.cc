@@ -209,7 +209,8 @@ TEST_CASE("persistence: restart after a clean shutdown restores every key exactl
 // 1,000 keys in a checkpoint and again in a later run: the restart reports 1,000 keys, not 2,000.
 TEST_CASE("persistence: keys restored counts distinct keys, not the records read") {
   TempDir dir;
-  const std::vector<std::string> args = {"--data-dir", dir.Path("data"), "--flush-interval-ms", "20"};
+  const std::vector<std::string> args = {"--data-dir", dir.Path("data"), "--flush-interval-ms",
+                                         "20"};
   const std::vector<Limit> limits = LimitsOverAlgorithms("distinct-", 1'000, 100);
   {
     Node node(args);

@@ -159,13 +159,15 @@ constexpr const char* kRefusedAtBeginTest =
 // Runs fill the disk until one is refused at commit: degraded, and its changes unsaved until
 // the checkpoint that the next flush writes once there is room.
 TEST_CASE(kRefusedAtCommitTest) {
-  OnTmpfs(kRefusedAtCommitTest, "4m", [](const std::string& path) { FullDiskScenario(path, true); });
+  OnTmpfs(kRefusedAtCommitTest, "4m",
+          [](const std::string& path) { FullDiskScenario(path, /*refused_at_commit=*/true); });
 }
 
 // A disk below what is kept free refuses every run before it collects: degraded; once there is
 // room, the next flush writes every change.
 TEST_CASE(kRefusedAtBeginTest) {
-  OnTmpfs(kRefusedAtBeginTest, "4m", [](const std::string& path) { FullDiskScenario(path, false); });
+  OnTmpfs(kRefusedAtBeginTest, "4m",
+          [](const std::string& path) { FullDiskScenario(path, /*refused_at_commit=*/false); });
 }
 
 constexpr const char* kStopTest = "storage: Persister Stop writes what changed on a full disk";

@@ -260,12 +260,13 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   bad_key[1] = 9;
   const KeySnapshot after_the_break = Bucket("after", 1'000, 1, kStartMs);
   std::string broken = RawPartOfFormat1({{storage::EncodeRecordKey(after_the_break),
-                                 storage::EncodeRecordValue(after_the_break)}});
+                                          storage::EncodeRecordValue(after_the_break)}});
   broken.resize(broken.size() - 3);
   RawPut(dir.Path("data"),
          {{storage::RunKey(2, 0),
-           RawPartOfFormat1({{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
-                    {bad_key, storage::EncodeRecordValue(unknown_algorithm)}})},
+           RawPartOfFormat1(
+               {{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
+                {bad_key, storage::EncodeRecordValue(unknown_algorithm)}})},
           {storage::RunKey(3, 0), broken},
           {storage::RunKey(4, 0), "\x07 a part of an unknown format"}});
   Store::LoadStats stats;

@@ -53,7 +53,8 @@ inline KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStam
   return snapshot;
 }
 
-inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t level, int64_t refilled_at_ms) {
+inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t level,
+                          int64_t refilled_at_ms) {
   KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kTokenBucket, window_ms);
   snapshot.bucket_level = level;
   snapshot.bucket_refilled_at_ms = refilled_at_ms;
@@ -107,7 +108,8 @@ inline std::vector<std::string> DescribeAll(const std::vector<KeySnapshot>& snap
 }
 
 // actual and expected hold the same snapshots, in any order.
-inline void CheckSame(const std::vector<KeySnapshot>& actual, const std::vector<KeySnapshot>& expected) {
+inline void CheckSame(const std::vector<KeySnapshot>& actual,
+                      const std::vector<KeySnapshot>& expected) {
   const std::vector<std::string> got = DescribeAll(actual), want = DescribeAll(expected);
   CHECK(got.size() == want.size());
   for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) CHECK(got[i] == want[i]);
@@ -143,7 +145,8 @@ inline std::vector<KeySnapshot> LoadAll(storage::Store& store, storage::Store::L
 }
 
 // Puts key/value pairs with RocksDB itself, not through Store (which must be closed).
-inline void RawPut(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kvs) {
+inline void RawPut(const std::string& path,
+                   const std::vector<std::pair<std::string, std::string>>& kvs) {
   rocksdb::Options options;
   options.create_if_missing = true;
   rocksdb::DB* raw = nullptr;
