@@ -187,6 +187,7 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.storage_write_errors = in.getStorageWriteErrors();
   stats.storage_disk_bytes = in.getStorageDiskBytes();
   stats.storage_checkpoints = in.getStorageCheckpoints();
+  stats.storage_degraded = in.getStorageDegraded();
   stats.recovery_ms = in.getRecoveryMs();
   stats.recovery_peers_synced = in.getRecoveryPeersSynced();
   stats.gossip_rounds = in.getGossipRounds();
@@ -355,6 +356,7 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setStorageWriteErrors(stats.storage_write_errors);
   out.setStorageDiskBytes(stats.storage_disk_bytes);
   out.setStorageCheckpoints(stats.storage_checkpoints);
+  out.setStorageDegraded(stats.storage_degraded);
   out.setRecoveryMs(stats.recovery_ms);
   out.setRecoveryPeersSynced(stats.recovery_peers_synced);
   out.setGossipRounds(stats.gossip_rounds);

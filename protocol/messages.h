@@ -137,6 +137,7 @@ struct StatsReply {
   uint64_t storage_write_errors = 0;
   uint64_t storage_disk_bytes = 0;
   uint64_t storage_checkpoints = 0;
+  bool storage_degraded = false;  // the last write failed: serving from memory
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;              // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;    // peers whose full sync arrived in that time

@@ -154,6 +154,7 @@ struct StatsReply {
   peerLinks @27 :List(PeerLinkStatus);
   peerNodes @28 :List(PeerNodeStatus);
   members @29 :List(MemberStatus);  # this node's view of the cluster
+  storageDegraded @30 :Bool;  # the last write to RocksDB failed: the node serves from memory
 }
 
 struct PeerLinkStatus {

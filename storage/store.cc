@@ -1,11 +1,10 @@
 #include "storage/store.h"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <rocksdb/db.h>
@@ -13,6 +12,7 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "storage/disk_space.h"
 #include "storage/record.h"
 #include "storage/run.h"
 #include "node/common/varint.h"
@@ -21,7 +21,10 @@ namespace tally::storage {
 namespace {
 
 const std::string kFormatKey = std::string(1, kMetaPrefix) + "format";
-const std::string kFormatValue = "tally-2";  // tally-1: one RocksDB value per key
+// tally-1: one RocksDB value per key; tally-2: runs of format 1 only;
+// tally-3: runs of format 2 (storage/run.h), and format 1 still read.
+const std::string kFormatValue = "tally-3";
+const std::string kFormatBefore = "tally-2";  // moved to tally-3 at Open
 const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
 const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
 
@@ -39,12 +42,47 @@ class SpdlogLogger : public rocksdb::Logger {
   }
 };
 
+// For the quiet second look at a database that failed to open.
+class SilentLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {}
+};
+
 std::string_view ToView(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
+
+rocksdb::Options DbOptions(rocksdb::WALRecoveryMode wal_recovery_mode) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.info_log = std::make_shared<SpdlogLogger>();
+  // A smaller memtable than the default 64 MiB: RocksDB resumes after a full
+  // disk once this much space is free again.
+  options.write_buffer_size = 16 << 20;
+  options.max_background_jobs = 2;
+  options.keep_log_file_num = 2;
+  options.compression = rocksdb::kLZ4Compression;
+  options.wal_recovery_mode = wal_recovery_mode;
+  return options;
+}
+
+// Whether the write-ahead log is what is damaged: the database opens (read
+// only, changing nothing) when RocksDB skips the damaged log records.
+bool OnlyWalDamaged(const std::string& path) {
+  rocksdb::Options options = DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords);
+  options.info_log = std::make_shared<SilentLogger>();  // the failed open has logged the damage
+  rocksdb::DB* db = nullptr;
+  const bool opened = rocksdb::DB::OpenForReadOnly(options, path, &db).ok();
+  delete db;
+  return opened;
+}
 
 Status FromRocks(const rocksdb::Status& status, const std::string& what) {
   if (status.ok()) return Status::OK();
   const std::string message = what + ": " + status.ToString();
-  if (status.IsCorruption()) return Status::Corruption(message);
+  if (status.IsCorruption()) {  // a checksum that does not match, a file cut short
+    return Status::Corruption(what + ": the database is damaged (RocksDB: " + status.ToString() +
+                              ")");
+  }
   if (status.IsIOError() && status.ToString().find("lock") != std::string::npos) {
     return Status::Unavailable(message + " (is another tallyd using this data directory?)");
   }
@@ -57,30 +95,52 @@ Store::Store(const Options& options) : options_(options) {}
 
 Store::~Store() {
   // Moves the memtable into sorted files, so that the next start reads them
-  // directly instead of replaying the write-ahead log.
-  if (db_) db_->Flush(rocksdb::FlushOptions());
+  // directly instead of replaying the write-ahead log; on a nearly full disk
+  // that would only fail (and log RocksDB's errors).
+  const std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
+  if (db_ && (!free_bytes || *free_bytes >= options_.min_free_bytes)) {
+    db_->Flush(rocksdb::FlushOptions());
+  }
 }
+
+std::string Store::ReservePath() const { return options_.path + "/" + kReserveFile; }
 
 Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   std::unique_ptr<Store> opened(new Store(options));
 
   std::error_code ignored;
   std::filesystem::create_directories(options.path, ignored);  // RocksDB creates only the last level
-  rocksdb::Options db_options;
-  db_options.create_if_missing = true;
-  db_options.info_log = std::make_shared<SpdlogLogger>();
-  // A smaller memtable than the default 64 MiB: RocksDB resumes after a full
-  // disk once this much space is free again.
-  db_options.write_buffer_size = 16 << 20;
-  db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 2;
-  db_options.compression = rocksdb::kLZ4Compression;
+  // The write-ahead log is replayed strictly: a batch cut short at its very
+  // end (a crash during a write) is dropped, as a crash loses the flush in
+  // progress; damage anywhere else fails the open. RocksDB's default, point
+  // in time recovery, would instead silently stop at the damage and forget
+  // every batch after it.
   rocksdb::DB* db = nullptr;
-  if (Status status = FromRocks(rocksdb::DB::Open(db_options, options.path, &db),
-                                "cannot open data directory " + options.path);
-      !status.ok()) {
-    return status;
+  const std::string what = "cannot open data directory " + options.path;
+  Status opening = FromRocks(
+      rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords),
+                        options.path, &db),
+      what);
+  if (opening.code() == Status::Code::kCorruption && OnlyWalDamaged(options.path)) {
+    if (!options.salvage_wal) {
+      return Status::Corruption(
+          std::string(opening.message()) +
+          "; the damage is in its write-ahead log. Started with --salvage-wal, tallyd skips the "
+          "damaged records, restores what is intact and logs what it dropped");
+    }
+    spdlog::warn("salvaging {}: {}; skipping the damaged records of its write-ahead log "
+                 "(RocksDB logs the bytes it drops)",
+                 options.path, opening.message());
+    opening = FromRocks(
+        rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords),
+                          options.path, &db),
+        what);
+    opened->wal_salvaged_ = opening.ok();
+  } else if (opening.ok() && options.salvage_wal) {
+    spdlog::info("--salvage-wal: the write-ahead log of {} is intact; nothing dropped",
+                 options.path);
   }
+  if (!opening.ok()) return opening;
   opened->db_.reset(db);
 
   // A directory is tally's if it carries the format marker; an empty one becomes tally's.
@@ -92,13 +152,37 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
     if (any->Valid()) {
       return Status::Corruption(options.path + " holds a database that is not tally's");
     }
+  } else if (!read.ok()) {
+    return FromRocks(read, "cannot read the format marker in " + options.path);
+  } else if (format != kFormatValue && format != kFormatBefore) {
+    return Status::Corruption(options.path + " holds data of an unknown format '" + format +
+                              "' (written by another version of tally?)");
+  }
+  // A tally-2 directory is marked tally-3 before any run of format 2 lands in
+  // it, so that an older tallyd refuses it instead of skipping those runs.
+  if (format != kFormatValue) {
     if (Status status = FromRocks(db->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue),
                                   "cannot write to " + options.path);
         !status.ok()) {
       return status;
     }
-  } else if (!read.ok() || format != kFormatValue) {
-    return Status::Corruption(options.path + " holds data of an unknown format '" + format + "'");
+  }
+  // Without this room no run could ever be written: refuse rather than run
+  // on unable to persist anything.
+  Status room;
+  if (options.reserve_bytes == 0) {
+    ReleaseReserve(opened->ReservePath());  // one made before
+  } else {
+    room = MakeReserve(opened->ReservePath(), options.reserve_bytes);
+  }
+  if (room.ok()) room = opened->CheckFreeSpace(0);
+  if (!room.ok()) {
+    return Status::IOError("no room to persist: " + std::string(room.message()) +
+                           ". tallyd needs room for RocksDB's files, a shutdown reserve of " +
+                           std::to_string(options.reserve_bytes) + " bytes and " +
+                           std::to_string(options.min_free_bytes) +
+                           " bytes free beyond them: free space, use a larger disk, or run "
+                           "--memory-only");
   }
   // Runs continue after the last one written.
   std::unique_ptr<rocksdb::Iterator> last(db->NewIterator(rocksdb::ReadOptions()));
@@ -164,15 +248,22 @@ Status Store::BeginRun(bool checkpoint, std::unique_ptr<Run>* run) {
   return Status::OK();
 }
 
-Status Store::CheckFreeSpace(uint64_t write_bytes) const {
-  struct statvfs disk {};
-  if (statvfs(options_.path.c_str(), &disk) != 0) return Status::OK();  // RocksDB will tell
-  const uint64_t free_bytes = static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize;
-  if (free_bytes >= write_bytes + options_.min_free_bytes) return Status::OK();
-  return Status::IOError("disk nearly full: " + std::to_string(free_bytes) + " bytes free at " +
-                         options_.path + ", keeping at least " +
-                         std::to_string(options_.min_free_bytes) + " beyond a write of " +
-                         std::to_string(write_bytes) + " bytes; not written");
+Status Store::CheckFreeSpace(uint64_t write_bytes) {
+  const uint64_t keep_bytes = last_writes_ ? kLastWriteSlackBytes : options_.min_free_bytes;
+  std::optional<uint64_t> free_bytes = FreeBytes(options_.path);
+  if (free_bytes && *free_bytes < write_bytes + keep_bytes && last_writes_ &&
+      ReleaseReserve(ReservePath())) {
+    free_bytes = FreeBytes(options_.path);  // what the reserve was kept for
+  }
+  if (!free_bytes || *free_bytes >= write_bytes + keep_bytes) {
+    return Status::OK();  // without an answer from the file system, RocksDB will tell
+  }
+  const std::string kept = std::to_string(keep_bytes) + " kept free";
+  return Status::IOError("disk nearly full: " + std::to_string(*free_bytes) + " bytes free at " +
+                         options_.path + ", less than " +
+                         (write_bytes == 0 ? kept
+                                           : "a write of " + std::to_string(write_bytes) +
+                                                 " bytes and " + kept + " beyond it"));
 }
 
 bool Store::CheckpointDue() const {
@@ -235,13 +326,19 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     }
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  uint64_t next_run = checkpoint_sequence_ + 1;  // sequences are consecutive: a gap is a lost run
   for (it->Seek(RunKey(checkpoint_sequence_, 0)); it->Valid(); it->Next()) {
     uint64_t sequence = 0;
     uint32_t part = 0;
     if (!ParseRunKey(ToView(it->key()), &sequence, &part)) break;  // past the runs
+    if (sequence > next_run) stats->missing_runs.emplace_back(next_run, sequence - 1);
+    next_run = std::max(next_run, sequence + 1);
+    stats->last_run = sequence;
     const std::string_view value = ToView(it->value());
     (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) += value.size();
-    if (!ForEachRecord(value, on_record).ok()) ++stats->corrupt;  // the rest of this part is lost
+    if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
+      stats->corrupt += unframed;
+    }
   }
   return FromRocks(it->status(), "reading " + options_.path);
 }

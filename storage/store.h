@@ -15,21 +15,33 @@
 // a checkpoint keeps the database under about twice its live state, plus
 // what RocksDB has not compacted yet.
 //
-// Open refuses (and the daemon does not start) when the directory is held by
-// another process (RocksDB's LOCK), cannot be created or written, holds a
-// database that is not tally's (or of another format version), or RocksDB
-// reports corruption. A record that does not decode is skipped at Load and
-// counted, not fatal.
+// Disk space: while running, runs leave Options::min_free_bytes free, and a
+// reserve file in the directory holds Options::reserve_bytes more. After
+// BeginLastWrites (at shutdown) a run needs only its own size and a small
+// slack, and the reserve is given up when that is what it takes.
 //
-// Thread safety: BeginRun, Commit, Load and CheckpointDue are for one caller
-// at a time; DiskBytes and Compact may run concurrently with them. A Run is
-// a value owned by its caller.
+// Open refuses (and the daemon does not start) when the directory is held by
+// another process (RocksDB's LOCK), cannot be created or written, leaves no
+// room to persist (less than min_free_bytes free once RocksDB's files and the
+// reserve are in place: no run could ever be written), holds a
+// database that is not tally's (or of another format version), or RocksDB
+// reports corruption (Corruption, saying the database is damaged; with the
+// way out, Options::salvage_wal, when the damage is in the write-ahead log).
+// A batch cut short at the very end of the write-ahead log, as a crash during
+// a write leaves it, is dropped: that is the flush a crash loses. A record
+// that does not decode is skipped at Load and counted, not fatal.
+//
+// Thread safety: BeginRun, Commit, BeginLastWrites, Load and CheckpointDue
+// are for one caller at a time; DiskBytes and Compact may run concurrently
+// with them. A Run is a value owned by its caller.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "node/common/clock.h"
 #include "node/common/g_counter.h"
@@ -55,13 +67,27 @@ class Store {
     // error in its write-ahead log RocksDB refuses every write, and in this
     // version does not recover within the process.
     uint64_t min_free_bytes = 32ull << 20;
+    // Held in the file kReserveFile of the data directory for the writes at
+    // shutdown (BeginLastWrites); 0: none. Open makes it, or refuses.
+    uint64_t reserve_bytes = 8ull << 20;
+    // What Open does with a write-ahead log that is damaged (not merely cut
+    // short at its end by a crash): false refuses (Corruption, saying so);
+    // true skips the damaged records and replays the intact ones (RocksDB
+    // logs the bytes it drops; Load reports the runs that are missing).
+    bool salvage_wal = false;
   };
 
   static Status Open(const Options& options, std::unique_ptr<Store>* store);
-  // Flushes RocksDB's memtable, which makes the next Open fast.
+  // Flushes RocksDB's memtable, which makes the next Open fast (unless the
+  // disk has less than min_free_bytes free: then the next Open replays the
+  // write-ahead log instead).
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
+
+  // Whether Open skipped damaged records of the write-ahead log (only with
+  // Options::salvage_wal, and only when the log was damaged).
+  bool wal_salvaged() const { return wal_salvaged_; }
 
   // The node id this data directory belongs to. On first use it records
   // `wanted` (0: a random id). Later, `wanted` must be 0 or the same id:
@@ -97,14 +123,23 @@ class Store {
   // Writes the run atomically. A failed run may be dropped: the next run
   // continues the sequence as if it had never begun.
   Status Commit(Run* run);
+  // From now on runs may use the space kept free while running, and the
+  // reserve: for the last writes before the process exits, when it no longer
+  // matters that RocksDB would not recover from running out of space.
+  void BeginLastWrites() { last_writes_ = true; }
   bool CheckpointDue() const;
 
   struct LoadStats {
     uint64_t records = 0;   // records read
     uint64_t restored = 0;  // handed to `restore` and accepted by it
     uint64_t expired = 0;   // skipped: nothing in them counts any more
-    uint64_t corrupt = 0;   // skipped: did not decode (logged by the caller)
+    uint64_t corrupt = 0;   // skipped: did not decode or could not be framed (the caller logs it)
     uint64_t refused = 0;   // `restore` returned an error (e.g. the key cap)
+    uint64_t last_run = 0;  // the sequence of the newest run read; 0: none
+    // Runs absent between the checkpoint and last_run, as [first, last]
+    // ranges. Sequences are consecutive, so each is a lost run: a batch that
+    // a salvage of the write-ahead log dropped.
+    std::vector<std::pair<uint64_t, uint64_t>> missing_runs;
   };
   // Calls restore(snapshot) for every record that has not expired: the newest
   // checkpoint's, then those of later runs, oldest first.
@@ -116,14 +151,22 @@ class Store {
   uint64_t DiskBytes() const;
 
   static constexpr uint64_t kMinCheckpointBytes = 4 << 20;
+  // What a last write leaves free beyond itself (RocksDB's log framing).
+  static constexpr uint64_t kLastWriteSlackBytes = 256 << 10;
+  static constexpr const char* kReserveFile = "tally-reserve";
 
  private:
   explicit Store(const Options& options);
-  // IOError unless the disk has room for write_bytes and min_free_bytes more.
-  Status CheckFreeSpace(uint64_t write_bytes) const;
+  // IOError unless the disk has room for write_bytes and what is kept free
+  // beyond them (min_free_bytes; after BeginLastWrites the slack, the
+  // reserve given up if need be).
+  Status CheckFreeSpace(uint64_t write_bytes);
+  std::string ReservePath() const;
 
   const Options options_;
   std::unique_ptr<rocksdb::DB> db_;
+  bool wal_salvaged_ = false;
+  bool last_writes_ = false;  // owned by the one caller of BeginRun and Commit
   // Owned by the one caller of Write, WriteCheckpoint and Load.
   uint64_t next_sequence_ = 1;
   uint64_t checkpoint_sequence_ = 0;  // 0: none yet

@@ -74,6 +74,7 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"storage_keys_written", s.storage_keys_written},
       {"storage_write_errors", s.storage_write_errors},
       {"storage_disk_bytes", s.storage_disk_bytes},
+      {"storage_degraded", s.storage_degraded ? 1u : 0u},
       {"recovery_ms", s.recovery_ms},
       {"recovery_peers_synced", s.recovery_peers_synced},
       {"gossip_rounds", s.gossip_rounds},

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   std::string data_dir = "tally-data";
   bool memory_only = false;
   bool sync = false;
+  bool salvage_wal = false;
   tally::Persister::Options persister_options;
   std::string port_file;
   std::string log_level = "info";
@@ -140,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_flag("--sync", sync,
                "fsync every flush (survives power loss); default: the WAL reaches the OS, "
                "which survives a crash of tallyd but not of the machine");
+  app.add_flag("--salvage-wal", salvage_wal,
+               "Start even though RocksDB's write-ahead log is damaged: skip the damaged records, "
+               "restore what is intact, and log what was dropped (without it tallyd refuses)");
   app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
                  "Compact the database this often, dropping expired counters; 0: only as "
                  "RocksDB compacts on its own")
@@ -237,7 +241,9 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<tally::storage::Store> store;
   if (!memory_only) {
-    tally::Status status = tally::storage::Store::Open({data_dir, sync}, &store);
+    tally::storage::Store::Options store_options{data_dir, sync};
+    store_options.salvage_wal = salvage_wal;
+    tally::Status status = tally::storage::Store::Open(store_options, &store);
     if (status.ok()) status = store->LoadNodeId(limiter_options.node_id, &limiter_options.node_id);
     if (!status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
@@ -264,6 +270,7 @@ int main(int argc, char** argv) {
   const tally::Clock* clock = tally::SystemClock::Default();
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
+  uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
   if (store) {  // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
     if (tally::Status status = store->Load(
@@ -273,9 +280,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     restore_ms = clock->MonotonicMs() - started_ms;
-    spdlog::info("restored {} keys in {} ms ({} expired, {} corrupt and {} over max-keys skipped)",
-                 loaded.restored, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
+    keys_restored = limiter.key_count();
+    spdlog::info("restored {} keys from {} records in {} ms ({} expired, {} corrupt and {} over "
+                 "max-keys skipped)",
+                 keys_restored, loaded.records, restore_ms, loaded.expired, loaded.corrupt,
+                 loaded.refused);
     if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
+    for (const auto& [first, last] : loaded.missing_runs) {
+      spdlog::warn("runs {} to {} are missing (dropped from the damaged write-ahead log): the "
+                   "changes they held are lost", first, last);
+    }
+    if (store->wal_salvaged()) {
+      spdlog::warn("salvaged: the newest run restored is run {}; any written after it that were "
+                   "in the dropped bytes are lost", loaded.last_run);
+    }
   }
   std::optional<tally::Persister> persister;
   if (store) {
@@ -330,11 +348,12 @@ int main(int argc, char** argv) {
     if (persister) {
       const tally::Persister::Stats persisted = persister->stats();
       stats->restore_ms = static_cast<uint64_t>(restore_ms);
-      stats->keys_restored = loaded.restored;
+      stats->keys_restored = keys_restored;
       stats->storage_flushes = persisted.flushes;
       stats->storage_checkpoints = persisted.checkpoints;
       stats->storage_keys_written = persisted.keys_written;
       stats->storage_write_errors = persisted.write_errors;
+      stats->storage_degraded = persisted.degraded;
       stats->storage_disk_bytes = store->DiskBytes();
     }
   };
@@ -350,13 +369,12 @@ int main(int argc, char** argv) {
   }
   daemon.Run();
   if (gossip) gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
-  if (persister) {  // a clean shutdown loses nothing: a checkpoint of every live key
-    const int64_t checkpoint_started_ms = clock->MonotonicMs();
+  if (persister) {  // a clean shutdown loses nothing: what changed, then a checkpoint (logged)
     if (tally::Status status = persister->Stop(); !status.ok()) {
-      spdlog::error("final checkpoint failed: {}", status.ToString());
+      spdlog::error("final write failed, what changed since the last write is lost: {}",
+                    status.ToString());
       return 1;
     }
-    spdlog::info("final checkpoint written in {} ms", clock->MonotonicMs() - checkpoint_started_ms);
   }
   return 0;
 }

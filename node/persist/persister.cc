@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 
 namespace tally {
@@ -42,7 +43,26 @@ Status Persister::Stop() {
   for (std::thread* thread : {&flush_thread_, &compaction_thread_}) {
     if (thread->joinable()) thread->join();
   }
-  return Checkpoint();
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  const auto started = std::chrono::steady_clock::now();
+  store_->BeginLastWrites();
+  last_writes_ = true;
+  const bool covered_by_changes = !unsaved_;  // else only a checkpoint covers a failed write
+  if (covered_by_changes) {
+    if (Status status = WriteChangesLocked(); !status.ok()) return status;
+  }
+  const Status checkpoint = CheckpointLocked();
+  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - started).count();
+  if (checkpoint.ok()) {
+    spdlog::info("final checkpoint written in {} ms", elapsed_ms);
+  } else if (covered_by_changes) {
+    spdlog::warn("final checkpoint not written ({}); nothing is lost: what changed is on disk, "
+                 "and the next start reads the runs since the last checkpoint",
+                 checkpoint.ToString());
+    return Status::OK();
+  }
+  return checkpoint;
 }
 
 void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
@@ -57,6 +77,10 @@ void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
 Status Persister::Flush() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   if (unsaved_ || store_->CheckpointDue()) return CheckpointLocked();
+  return WriteChangesLocked();
+}
+
+Status Persister::WriteChangesLocked() {
   return WriteRun(false, [this](storage::Store::Run* run) {
     limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
   });
@@ -85,16 +109,42 @@ Status Persister::WriteRun(bool checkpoint,
     unsaved_ = !status.ok();
   }
   std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  const bool was_degraded = stats_.degraded;
   stats_.unsaved = unsaved_;
+  stats_.degraded = !status.ok();
   if (status.ok()) {
     ++stats_.flushes;
     stats_.checkpoints += checkpoint ? 1 : 0;
     stats_.keys_written += run->records();
-  } else if (stats_.write_errors++ % 100 == 0) {  // the first and every 100th failure
-    spdlog::error("persisting failed ({} failures so far); serving from memory: {}",
-                  stats_.write_errors, status.ToString());
+  } else {
+    ++stats_.write_errors;
   }
+  LogOutcome(status, was_degraded);
   return status;
+}
+
+void Persister::LogOutcome(const Status& status, bool was_degraded) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto ms = [now](std::chrono::steady_clock::time_point since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count();
+  };
+  if (status.ok()) {
+    if (was_degraded) {
+      spdlog::info("persisting again, after {} ms degraded; {} failed writes so far",
+                   ms(failing_since_), stats_.write_errors);
+    }
+    return;
+  }
+  if (last_writes_) return;  // Stop says what its failures mean
+  if (!was_degraded) {
+    failing_since_ = now;
+  } else if (now - failure_logged_ < std::chrono::seconds(1)) {
+    return;  // while degraded, a line a second at most
+  }
+  failure_logged_ = now;
+  spdlog::error("persisting failed ({} failed writes so far, degraded for {} ms): serving from "
+                "memory, and a crash would lose what changed since the last write: {}",
+                stats_.write_errors, ms(failing_since_), status.ToString());
 }
 
 Persister::Stats Persister::stats() const {

@@ -8,19 +8,27 @@
 // expired state leaves the disk. A failed write (disk full, I/O error) is
 // logged and counted, and the next flush writes a checkpoint, which covers
 // whatever that write held; the node keeps serving from memory meanwhile
-// (degraded: a crash then loses everything not yet written). A second thread
-// writes a checkpoint and compacts the store every compaction_interval_ms,
-// so that even a node whose keys have gone quiet drops what has expired.
+// (degraded: a crash then loses everything not yet written). While degraded
+// it logs every failed flush (at most a line a second) and reports it in
+// stats(); the first write that succeeds again is logged too. A second
+// thread writes a checkpoint and compacts the store every
+// compaction_interval_ms, so that even a node whose keys have gone quiet
+// drops what has expired.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
-// flush in progress) on this node. Stop() writes a checkpoint, so a clean
-// shutdown loses nothing and the next start reads a single run.
+// flush in progress) on this node. Stop() loses nothing: it writes what
+// changed since the last write (the smallest write that covers it all),
+// using the room the store keeps for it (Store::BeginLastWrites), then a
+// checkpoint, so that the next start reads a single run. Only when a write
+// failed after collecting its changes (Stats::unsaved) must the checkpoint
+// itself succeed.
 //
 // Thread safety: Start and Stop from one thread; Flush, Checkpoint and
 // stats() from any.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -44,6 +52,8 @@ class Persister {
     uint64_t keys_written = 0;  // records in those runs
     uint64_t write_errors = 0;  // failed runs
     bool unsaved = false;       // a write failed; the next flush writes a checkpoint
+    bool degraded = false;      // the last write failed: what changed since the last
+                                // that succeeded is in memory only
   };
 
   // limiter and store must outlive the Persister.
@@ -51,8 +61,9 @@ class Persister {
   ~Persister();  // Stop()
 
   void Start();
-  // Stops the threads, then writes a checkpoint. Returns its status. Later
-  // calls do nothing.
+  // Stops the threads, then writes what changed and a checkpoint (above).
+  // OK when everything is on disk, else the error; it logs what it wrote.
+  // Later calls do nothing.
   Status Stop();
   // Collects and writes the changes now, or a checkpoint when one is due
   // (the flush thread calls this).
@@ -70,6 +81,10 @@ class Persister {
   Status WriteRun(bool checkpoint,
                   const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
+  Status WriteChangesLocked();
+  // With flush_mu_ and stats_mu_ held, stats_ updated: logs a failed write,
+  // or the first that succeeds after failures.
+  void LogOutcome(const Status& status, bool was_degraded);
 
   const Options options_;
   Limiter* const limiter_;
@@ -81,6 +96,9 @@ class Persister {
   bool stopped_ = false;  // Stop has run; guarded by mu_
   std::mutex flush_mu_;  // one write at a time; guards unsaved_
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
+  // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
+  std::chrono::steady_clock::time_point failing_since_, failure_logged_;
+  bool last_writes_ = false;  // Stop is writing; guarded by flush_mu_
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;

@@ -203,8 +203,8 @@ stats restarted
 restore_ms=$(stat_of restarted restore_ms)
 keys_restored=$(stat_of restarted keys_restored)
 restarted_keys=$(stat_of restarted keys)
-restore_log=$(grep -o "restored [0-9]* keys in [0-9]* ms.*" "$work_dir/restart.log" || echo "(no log line)")
-restore_log_ms=$(sed -nE 's/.*restored [0-9]+ keys in ([0-9]+) ms.*/\1/p' "$work_dir/restart.log")
+restore_log=$(grep -o "restored [0-9]* keys from [0-9]* records in [0-9]* ms.*" "$work_dir/restart.log" || echo "(no log line)")
+restore_log_ms=$(sed -nE 's/.*restored [0-9]+ keys from [0-9]+ records in ([0-9]+) ms.*/\1/p' "$work_dir/restart.log")
 disk_bytes_restarted=$(stat_of restarted storage_disk_bytes)
 stop_tallyd
 

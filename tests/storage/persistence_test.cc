@@ -10,19 +10,20 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/tallyd_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tmpfs.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
 
@@ -36,7 +37,10 @@ using protocol::StatsReply;
 using testing::MustCheck;
 using testing::PollUntil;
 using testing::TallydProcess;
+using testing::FillDisk;
+using testing::FillerPath;
 using testing::TempDir;
+using testing::TmpfsMount;
 
 // Counting windows are aligned to the wall clock: with the longest window a
 // boundary (which would change sliding-counter and fixed-window answers) falls
@@ -53,30 +57,6 @@ constexpr LimitSpec LongSpec(Algorithm algorithm, uint64_t limit) {
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-// A tmpfs mounted on `directory` (created) until destruction. Declare it
-// before the processes that use it so that they are killed before the unmount.
-class TmpfsMount {
- public:
-  TmpfsMount(const std::string& directory, const char* options, unsigned long flags = 0)
-      : directory_(directory) {
-    fs::create_directories(directory_);
-    mounted_ = mount("tmpfs", directory_.c_str(), "tmpfs", flags, options) == 0;
-    if (!mounted_) error_ = std::strerror(errno);
-  }
-  ~TmpfsMount() {
-    if (mounted_) umount2(directory_.c_str(), MNT_DETACH);
-  }
-  TmpfsMount(const TmpfsMount&) = delete;
-  TmpfsMount& operator=(const TmpfsMount&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string directory_;
-  bool mounted_ = false;
-  std::string error_;
-};
 
 // One tallyd (on 127.0.0.1, port 0) and a client connected to it.
 struct Node {
@@ -222,8 +202,33 @@ TEST_CASE("persistence: restart after a clean shutdown restores every key exactl
   CHECK(stats.keys_restored == limits.size());
   CHECK(stats.keys == limits.size());
   const std::string log = node.process->Log();
-  CHECK_MESSAGE(Contains(log, "restored 2000 keys in "), log);
+  CHECK_MESSAGE(Contains(log, "restored 2000 keys from 2000 records in "), log);
   CHECK(CountWrong(PeekRemaining(*node.client, limits), [&](size_t i) { return before[i]; }) == 0);
+}
+
+// 1,000 keys in a checkpoint and again in a later run: the restart reports 1,000 keys, not 2,000.
+TEST_CASE("persistence: keys restored counts distinct keys, not the records read") {
+  TempDir dir;
+  const std::vector<std::string> args = {"--data-dir", dir.Path("data"), "--flush-interval-ms",
+                                         "20"};
+  const std::vector<Limit> limits = LimitsOverAlgorithms("distinct-", 1'000, 100);
+  {
+    Node node(args);
+    CHECK(CountAllowed(CheckAll(*node.client, limits, Cost(1))) == limits.size());
+    CHECK(node.Stop(SIGTERM) == 0);  // the final checkpoint holds the 1,000 keys
+  }
+  {
+    Node node(args);
+    CHECK(CountAllowed(CheckAll(*node.client, limits, Cost(1))) == limits.size());
+    AwaitFlushOfAcknowledged(node);  // a run holds them again, and two marker keys
+    CHECK(node.Stop(SIGKILL) == 128 + SIGKILL);
+  }
+  Node node(args);
+  const StatsReply stats = node.Stats();
+  CHECK(stats.keys == limits.size() + 2);
+  CHECK(stats.keys_restored == stats.keys);
+  const std::string log = node.process->Log();
+  CHECK_MESSAGE(Contains(log, "restored 1002 keys from 2002 records in "), log);
 }
 
 // SIGKILL keeps what a completed flush wrote and loses only the admissions after it.
@@ -314,47 +319,184 @@ TEST_CASE("persistence: an unusable data directory is refused at start") {
   expect_refused(dir.Path("read-only"));
 }
 
-// A full disk: write errors are counted, decisions stay correct, SIGTERM still ends tallyd.
-TEST_CASE("persistence: a full disk degrades to memory and keeps serving") {
-  // Expected exit code 1: node/bin/tallyd_main.cc returns 1 when Persister::Stop's
-  // final checkpoint fails ("final checkpoint failed"), as it does while the disk is full.
+// 1,000 fixed-window keys of about 200 bytes, named after `round`.
+std::vector<Limit> BigLimits(int round, uint64_t limit) {
+  std::vector<Limit> limits;
+  for (int i = 0; i < 1'000; ++i) {
+    limits.push_back({std::string(190, 'f') + "-" + std::to_string(round) + "-" + std::to_string(i),
+                      LongSpec(Algorithm::kFixedWindow, limit)});
+  }
+  return limits;
+}
+
+size_t CountLines(const std::string& log, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = log.find(part); at != std::string::npos; at = log.find(part, at + 1)) ++count;
+  return count;
+}
+
+// A disk too small to persist on (40 MiB: RocksDB's own files leave less than the 32 MiB kept
+// free), and a full one holding a data directory: tallyd refuses to start, saying why.
+TEST_CASE("persistence: tallyd refuses to start where it has no room to persist") {
+  TempDir dir;
+  const TmpfsMount small(dir.Path("small"), "size=40m");
+  const TmpfsMount full(dir.Path("full"), "size=96m");
+  if (!small.mounted() || !full.mounted()) {
+    MESSAGE("skipped: cannot mount a tmpfs: " << small.error());
+    return;
+  }
+  std::string log;
+  CHECK(RunRefusedTallyd({"--data-dir", dir.Path("small/data")}, &log) == 1);
+  CHECK_MESSAGE((Contains(log, "not starting") && Contains(log, "no room to persist")), log);
+
+  {
+    Node node({"--data-dir", dir.Path("full/data")});
+    MustCheck(*node.client, {"held", LongSpec(Algorithm::kFixedWindow, 10), 1});
+    CHECK(node.Stop(SIGTERM) == 0);
+  }
+  REQUIRE(FillDisk(dir.Path("full"), 0));
+  CHECK(RunRefusedTallyd({"--data-dir", dir.Path("full/data")}, &log) == 1);
+  CHECK_MESSAGE(Contains(log, "not starting"), log);
+}
+
+// The disk fills under a running node: it keeps serving from memory, says so in stats and in
+// the log every second, logs when it persists again, and then a crash loses nothing.
+TEST_CASE("persistence: a full disk degrades loudly, keeps serving, and recovers") {
   constexpr uint64_t kLimit = 10;
   TempDir dir;
-  const TmpfsMount disk(dir.Path("disk"), "size=2m");  // before the node: unmounted after it
+  const TmpfsMount disk(dir.Path("disk"), "size=96m");  // before the node: unmounted after it
   if (!disk.mounted()) {
     MESSAGE("skipped: cannot mount a tmpfs: " << disk.error());
     return;
   }
-  Node node({"--data-dir", dir.Path("disk")});
-  INFO("tallyd log: " << node.process->Log());  // evaluated on failure only
-  const LimitSpec spec = LongSpec(Algorithm::kFixedWindow, kLimit);
-  const auto limits_of_round = [&](int round) {  // 1,000 keys of ~200 bytes
+  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"),
+                                         "--flush-interval-ms", "100"};
+  const Check new_key{"after-disk-full", LongSpec(Algorithm::kFixedWindow, kLimit), 1};
+  {
+    Node node(args);
+    INFO("tallyd log: " << node.process->Log());  // evaluated on failure only
+    CHECK(CountAllowed(CheckAll(*node.client, BigLimits(0, kLimit), Cost(1))) == 1'000);
+    AwaitFlushOfAcknowledged(node);
+    REQUIRE(FillDisk(dir.Path("disk"), 1 << 20));  // below the 32 MiB kept free
+    CHECK(CountAllowed(CheckAll(*node.client, BigLimits(1, kLimit), Cost(1))) == 1'000);
+    REQUIRE(PollUntil([&] { return node.Stats().storage_degraded; }));
+    CHECK(node.Stats().storage_write_errors > 0);
+
+    auto fresh = node.Connect();
+    CHECK(MustCheck(*fresh, new_key).remaining == kLimit - 1);
+    CHECK(CountWrong(PeekRemaining(*fresh, BigLimits(0, kLimit)), Cost(kLimit - 1)) == 0);
+    CHECK(PollUntil([&] { return CountLines(node.process->Log(), "persisting failed") >= 3; }));
+
+    std::filesystem::remove(FillerPath(dir.Path("disk")));
+    REQUIRE(PollUntil([&] { return !node.Stats().storage_degraded; }));
+    CHECK(Contains(node.process->Log(), "persisting again"));
+    AwaitFlushOfAcknowledged(node);
+    CHECK(node.Stop(SIGKILL) == 128 + SIGKILL);
+  }
+  Node node(args);
+  for (const int round : {0, 1}) {
+    CAPTURE(round);
+    CHECK(CountWrong(PeekRemaining(*node.client, BigLimits(round, kLimit)), Cost(kLimit - 1)) == 0);
+  }
+  CHECK(MustCheck(*node.client, new_key).remaining == kLimit - 2);
+}
+
+// SIGTERM while the disk is 100% full: tallyd writes what changed since it filled (5,000
+// admissions), in the room it keeps for that, and exits 0; once there is room, all are back.
+TEST_CASE("persistence: SIGTERM on a full disk loses nothing") {
+  constexpr uint64_t kLimit = 1'000;
+  TempDir dir;
+  const TmpfsMount disk(dir.Path("disk"), "size=96m");
+  if (!disk.mounted()) {
+    MESSAGE("skipped: cannot mount a tmpfs: " << disk.error());
+    return;
+  }
+  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"),
+                                         "--flush-interval-ms", "100"};
+  const std::vector<Limit> before = LimitsOverAlgorithms("before-", 10, kLimit);
+  const std::vector<Limit> after = LimitsOverAlgorithms("after-", 50, kLimit);
+  {
+    Node node(args);
+    INFO("tallyd log: " << node.process->Log());
+    CHECK(CountAllowed(CheckAll(*node.client, before, Cost(1))) == before.size());
+    AwaitFlushOfAcknowledged(node);
+    REQUIRE(FillDisk(dir.Path("disk"), 0));
+    CHECK(CountAllowed(CheckAll(*node.client, after, Cost(100))) == after.size());
+    REQUIRE(PollUntil([&] { return node.Stats().storage_write_errors > 0; }));
+    CHECK(node.Stop(SIGTERM) == 0);
+    CHECK(Contains(node.process->Log(), "final checkpoint"));
+  }
+  std::filesystem::remove(FillerPath(dir.Path("disk")));
+  Node node(args);
+  CHECK(CountWrong(PeekRemaining(*node.client, before), Cost(kLimit - 1)) == 0);
+  CHECK(CountWrong(PeekRemaining(*node.client, after), Cost(kLimit - 100)) == 0);
+}
+
+// 64 random bytes inside the third of five runs in the write-ahead log: tallyd refuses to start,
+// saying why; with --salvage-wal it restores the runs before the damage and logs what it lost.
+TEST_CASE("persistence: a damaged write-ahead log refuses the start until --salvage-wal") {
+  constexpr uint64_t kLimit = 10;
+  constexpr int kRounds = 5;
+  TempDir dir;
+  const std::string data = dir.Path("data");
+  const auto round_limits = [](int round) {
     std::vector<Limit> limits;
-    for (int i = 0; i < 1'000; ++i) {
-      limits.push_back(
-          {std::string(190, 'f') + "-" + std::to_string(round) + "-" + std::to_string(i), spec});
+    for (int i = 0; i < 20; ++i) {
+      limits.push_back({"wal-" + std::to_string(round) + "-" + std::to_string(i),
+                        LongSpec(Algorithm::kFixedWindow, kLimit)});
     }
     return limits;
   };
-  uint64_t errors = 0;
-  for (int round = 0; round < 100 && errors == 0; ++round) {  // ~10 rounds fill 2 MB
-    CHECK(CountAllowed(CheckAll(*node.client, limits_of_round(round), Cost(1))) == 1'000);
-    errors = node.Stats().storage_write_errors;
+  {
+    Node node({"--data-dir", data, "--flush-interval-ms", "20"});
+    for (int round = 1; round <= kRounds; ++round) {  // one round, one run (at least)
+      CHECK(CountAllowed(CheckAll(*node.client, round_limits(round), Cost(1))) == 20);
+      AwaitFlushOfAcknowledged(node);
+    }
+    CHECK(node.Stop(SIGKILL) == 128 + SIGKILL);  // the runs stay in the write-ahead log
   }
-  PollUntil([&] { return (errors = node.Stats().storage_write_errors) > 0; });  // async flush
-  REQUIRE(errors > 0);
+  bool damaged = false;
+  for (const auto& file : fs::directory_iterator(data)) {
+    if (file.path().extension() != ".log") continue;
+    std::fstream wal(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(wal), std::istreambuf_iterator<char>()};
+    const size_t at = bytes.find("wal-3-");
+    if (at == std::string::npos) continue;
+    std::string garbage(64, '\0');
+    std::mt19937 rng(13);
+    for (char& c : garbage) c = static_cast<char>(rng());
+    wal.clear();
+    wal.seekp(static_cast<std::streamoff>(at));
+    wal.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    damaged = wal.good();
+  }
+  REQUIRE(damaged);
 
-  auto fresh = node.Connect();
-  const Check new_key{"after-disk-full", spec, 1};
-  CHECK(MustCheck(*fresh, new_key).remaining == kLimit - 1);
-  CHECK(MustCheck(*fresh, new_key).remaining == kLimit - 2);
-  const std::vector<Limit> first_round = limits_of_round(0);
-  CHECK(CountWrong(PeekRemaining(*fresh, first_round), Cost(kLimit - 1)) == 0);
-  CHECK(node.Stats().storage_write_errors >= errors);
+  std::string log;
+  CHECK(RunRefusedTallyd({"--data-dir", data}, &log) == 1);
+  CHECK_MESSAGE((Contains(log, "not starting") && Contains(log, "write-ahead log") &&
+                 Contains(log, "--salvage-wal")),
+                log);
 
-  const int code = node.Stop(SIGTERM);
-  CHECK((code == 1 || code == 0));  // it ended within the timeout, by itself
-  CHECK(Contains(node.process->Log(), "persisting"));
+  const auto lost_in_round = [&](Node& node, int round) {
+    const std::vector<uint64_t> remaining = PeekRemaining(*node.client, round_limits(round));
+    return std::count(remaining.begin(), remaining.end(), kLimit);
+  };
+  {
+    Node node({"--data-dir", data, "--salvage-wal"});
+    INFO("tallyd log: " << node.process->Log());
+    CHECK(lost_in_round(node, 1) == 0);
+    CHECK(lost_in_round(node, 2) == 0);
+    CHECK(lost_in_round(node, 3) == 20);  // RocksDB drops the rest of the log block: 4 and 5 too
+    MESSAGE("keys lost in rounds 4 and 5: " << lost_in_round(node, 4) << " and "
+                                             << lost_in_round(node, 5) << " of 20");
+    CHECK(Contains(node.process->Log(), "dropping"));  // RocksDB's count of the bytes dropped
+    CHECK(Contains(node.process->Log(), "salvaged: the newest run restored is run "));
+    CHECK(node.Stop(SIGTERM) == 0);
+  }
+  Node node({"--data-dir", data});  // the salvage was for good: a plain start works
+  CHECK(lost_in_round(node, 2) == 0);
+  CHECK(lost_in_round(node, 3) == 20);
 }
 
 // --memory-only: a restart starts from fresh counts and no data directory is created.

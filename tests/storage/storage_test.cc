@@ -1,23 +1,15 @@
-// Tests of persistence: the record and run formats (storage/record.h,
-// storage/run.h), the RocksDB store (storage/store.h) and the Persister (node/persist/persister.h) on a real store.
-// Each test works in its own temporary directory and on a ManualClock.
+// Tests of persistence: the record format (storage/record.h), the RocksDB
+// store (storage/store.h) and the Persister (node/persist/persister.h) on a
+// real store; damaged storage is in storage_damage_test.cc, full disks in
+// storage_disk_test.cc. Each test works in its own temporary directory and on
+// a ManualClock.
 #include <doctest/doctest.h>
 
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
-
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
-#include <span>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,7 +21,7 @@
 #include "storage/record.h"
 #include "storage/run.h"
 #include "storage/store.h"
-#include "node/common/varint.h"
+#include "tests/storage/storage_test_util.h"
 #include "tests/support/temp_dir.h"
 
 namespace tally {
@@ -37,170 +29,23 @@ namespace {
 
 namespace fs = std::filesystem;
 using storage::Store;
+using testing::Bucket;
+using testing::CheckSame;
+using testing::Counting;
+using testing::Describe;
+using testing::kStartMs;
+using testing::LoadAll;
+using testing::Log;
+using testing::OpenStore;
+using testing::RawPartOfFormat1;
+using testing::RawPut;
+using testing::Samples;
+using testing::Snapshot;
 using testing::TempDir;
+using testing::WriteRun;
 
-constexpr int64_t kStartMs = 1'700'000'040'000;  // a whole minute
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
-
-bool Run(const std::string& command) {
-  const int rc = std::system(command.c_str());
-  if (rc != 0) MESSAGE("`" << command << "` exited with status " << rc);
-  return rc == 0;
-}
-
-// A tmpfs of `size` mounted on the directory `path` (created), unmounted at the end of the scope.
-class TmpfsMount {
- public:
-  TmpfsMount(std::string path, const std::string& size) : path_(std::move(path)) {
-    fs::create_directory(path_);
-    mounted_ = Run("mount -t tmpfs -o size=" + size + " tmpfs '" + path_ + "'");
-  }
-  ~TmpfsMount() {
-    if (mounted_ && !Run("umount '" + path_ + "'")) Run("umount -l '" + path_ + "'");
-  }
-  TmpfsMount(const TmpfsMount&) = delete;
-  TmpfsMount& operator=(const TmpfsMount&) = delete;
-  bool mounted() const { return mounted_; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
-
-KeySnapshot Snapshot(std::string key, Algorithm algorithm, uint64_t window_ms) {
-  KeySnapshot snapshot;
-  snapshot.key = std::move(key);
-  snapshot.algorithm = algorithm;
-  snapshot.window_ms = window_ms;
-  return snapshot;
-}
-
-KeySnapshot Counting(std::string key, Algorithm algorithm, uint64_t window_ms,
-                     int64_t window_index, std::vector<GCounter::Slot> current,
-                     std::vector<GCounter::Slot> previous) {
-  KeySnapshot snapshot = Snapshot(std::move(key), algorithm, window_ms);
-  snapshot.counts.window_index = window_index;
-  for (const auto& [node, count] : current) snapshot.counts.current.MergeSlot(node, count);
-  for (const auto& [node, count] : previous) snapshot.counts.previous.MergeSlot(node, count);
-  return snapshot;
-}
-
-KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStamps> log) {
-  KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kSlidingWindowLog, window_ms);
-  snapshot.log = std::move(log);
-  return snapshot;
-}
-
-KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t level, int64_t refilled_at_ms) {
-  KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kTokenBucket, window_ms);
-  snapshot.bucket_level = level;
-  snapshot.bucket_refilled_at_ms = refilled_at_ms;
-  return snapshot;
-}
-
-// One snapshot of every shape, all live at now_ms, a few of them at extremes.
-std::vector<KeySnapshot> Samples(int64_t now_ms) {
-  const std::string binary("a\0b\xff\x80\n\x01", 7);
-  std::vector<LogStamp> stamps;
-  for (int i = 0; i < 5'000; ++i) stamps.push_back({now_ms - 5'000 + i, 1 + uint64_t(i) % 3});
-  return {
-      Counting("fixed", Algorithm::kFixedWindow, 1'000, now_ms / 1'000,
-               {{1, 5}, {7, 300}, {UINT64_MAX, UINT64_MAX}}, {}),
-      Counting(binary, Algorithm::kSlidingWindowCounter, 60'000, now_ms / 60'000,
-               {{2, 1}, {3, uint64_t{1} << 40}}, {{1, 99}, {2, 7}, {1'000'000'007, 1}}),
-      Counting(std::string(kMaxKeyBytes, '\xfe'), Algorithm::kSlidingWindowCounter, 1, now_ms,
-               {{1, 1}}, {{1, 2}}),  // window_index ~1.7e12
-      Counting("month", Algorithm::kFixedWindow, kMaxWindowMs, now_ms / kMaxWindowMs, {{9, 1}}, {}),
-      Log("log", 10'000, {{1, stamps}}),
-      Log(binary, 1'000, {{1, {{now_ms, 1'000'000'000}}}, {UINT64_MAX, {{now_ms - 9, 1}}}}),
-      Bucket("bucket", 4'000, 20 * 4'000, now_ms),
-      Bucket(std::string(kMaxKeyBytes, '\0'), kMaxWindowMs, kMaxLimit * kMaxWindowMs, now_ms - 1),
-  };
-}
-
-// Every field of a snapshot as text, so that a mismatch reads as a diff.
-std::string Describe(const KeySnapshot& s) {
-  std::ostringstream out;
-  out << AlgorithmName(s.algorithm) << " window " << s.window_ms << " key " << std::hex;
-  for (const char c : s.key) out << int(static_cast<unsigned char>(c)) << '.';
-  out << std::dec << " index " << s.counts.window_index << " current";
-  for (const auto& slot : s.counts.current.slots()) out << ' ' << slot.node << ':' << slot.count;
-  out << " previous";
-  for (const auto& slot : s.counts.previous.slots()) out << ' ' << slot.node << ':' << slot.count;
-  out << " log";
-  for (const NodeStamps& node : s.log) {
-    out << ' ' << node.node << ':';
-    for (const LogStamp& stamp : node.stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
-  }
-  out << " bucket " << s.bucket_level << '@' << s.bucket_refilled_at_ms;
-  return out.str();
-}
-
-std::vector<std::string> DescribeAll(const std::vector<KeySnapshot>& snapshots) {
-  std::vector<std::string> described;
-  for (const KeySnapshot& snapshot : snapshots) described.push_back(Describe(snapshot));
-  std::sort(described.begin(), described.end());
-  return described;
-}
-
-// actual and expected hold the same snapshots, in any order.
-void CheckSame(const std::vector<KeySnapshot>& actual, const std::vector<KeySnapshot>& expected) {
-  const std::vector<std::string> got = DescribeAll(actual), want = DescribeAll(expected);
-  CHECK(got.size() == want.size());
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) CHECK(got[i] == want[i]);
-}
-
-std::unique_ptr<Store> OpenStore(const std::string& path, const Clock* clock) {
-  std::unique_ptr<Store> store;
-  const Status status = Store::Open(Store::Options{path, false, clock}, &store);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return store;
-}
-
-// Writes the snapshots as one run (a checkpoint when `checkpoint`).
-Status WriteRun(Store& store, std::span<const KeySnapshot> snapshots, bool checkpoint = false) {
-  std::unique_ptr<Store::Run> run;
-  if (Status status = store.BeginRun(checkpoint, &run); !status.ok()) return status;
-  for (const KeySnapshot& snapshot : snapshots) run->Add(snapshot);
-  return store.Commit(run.get());
-}
-
-// Every snapshot Load hands over, in the order it does.
-std::vector<KeySnapshot> LoadAll(Store& store, Store::LoadStats* stats) {
-  std::vector<KeySnapshot> loaded;
-  const Status status = store.Load(
-      [&](const KeySnapshot& snapshot) {
-        loaded.push_back(snapshot);
-        return Status::OK();
-      },
-      stats);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return loaded;
-}
-
-// Puts key/value pairs with RocksDB itself, not through Store (which must be closed).
-void RawPut(const std::string& path, const std::vector<std::pair<std::string, std::string>>& kvs) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  rocksdb::DB* raw = nullptr;
-  const rocksdb::Status open = rocksdb::DB::Open(options, path, &raw);
-  REQUIRE_MESSAGE(open.ok(), open.ToString());
-  const std::unique_ptr<rocksdb::DB> db(raw);
-  for (const auto& [key, value] : kvs) REQUIRE(db->Put(rocksdb::WriteOptions(), key, value).ok());
-}
-
-// A run part holding the given (key, value) records, framed as PartBuilder frames them.
-std::string RawPart(const std::vector<std::pair<std::string, std::string>>& records) {
-  std::string part(1, static_cast<char>(storage::kRunFormat));
-  for (const auto& [key, value] : records) {
-    PutVarint(key.size(), &part);
-    part += key;
-    PutVarint(value.size(), &part);
-    part += value;
-  }
-  return part;
-}
 
 Status Decode(std::string_view key, std::string_view value) {
   KeySnapshot snapshot;
@@ -403,8 +248,8 @@ TEST_CASE("storage: Load returns what Write wrote and skips expired records") {
   CHECK(stats.corrupt == 0);
 }
 
-// A record that does not decode is skipped and counted, as is a part whose
-// framing breaks off; the others are restored.
+// A record that does not decode is skipped and counted, as is a part (of
+// format 1) whose framing breaks off; the others are restored.
 TEST_CASE("storage: Load skips and counts corrupt records") {
   ManualClock clock(kStartMs);
   TempDir dir;
@@ -414,13 +259,14 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   std::string bad_key = storage::EncodeRecordKey(unknown_algorithm);
   bad_key[1] = 9;
   const KeySnapshot after_the_break = Bucket("after", 1'000, 1, kStartMs);
-  std::string broken = RawPart({{storage::EncodeRecordKey(after_the_break),
-                                 storage::EncodeRecordValue(after_the_break)}});
+  std::string broken = RawPartOfFormat1({{storage::EncodeRecordKey(after_the_break),
+                                          storage::EncodeRecordValue(after_the_break)}});
   broken.resize(broken.size() - 3);
   RawPut(dir.Path("data"),
          {{storage::RunKey(2, 0),
-           RawPart({{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
-                    {bad_key, storage::EncodeRecordValue(unknown_algorithm)}})},
+           RawPartOfFormat1(
+               {{storage::EncodeRecordKey(Bucket("garbage", 1'000, 1, kStartMs)), "not a record"},
+                {bad_key, storage::EncodeRecordValue(unknown_algorithm)}})},
           {storage::RunKey(3, 0), broken},
           {storage::RunKey(4, 0), "\x07 a part of an unknown format"}});
   Store::LoadStats stats;
@@ -584,86 +430,6 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   CHECK(loaded[0].key == "long");
   CHECK(loaded[0].counts.current.Get(1) == 2);
   CHECK(stats.records == 1);
-}
-
-// The full-disk scenario on the tmpfs at `dir` (run by the child process
-// below). With the default guard (32 MiB) on a 1 MiB disk every run is
-// refused before anything is collected; with a 512 KiB guard runs are begun
-// until one is refused at commit, and the changes it held are unsaved until
-// the checkpoint that the next flush writes.
-void FullDiskScenario(const std::string& dir, uint64_t min_free_bytes) {
-  ManualClock clock(kStartMs);
-  std::unique_ptr<Store> store;
-  Store::Options options{dir + "/data", false, &clock};
-  options.min_free_bytes = min_free_bytes;
-  const Status opened = Store::Open(options, &store);
-  REQUIRE_MESSAGE(opened.ok(), opened.ToString());
-  Limiter limiter(Limiter::Options{1, 1'000'000, &clock, /*track_changes=*/true});
-  auto persister = std::make_unique<Persister>(Persister::Options{}, &limiter, store.get());
-  std::vector<std::string> keys;
-  Status flushed;
-  for (int round = 0; round < 200 && flushed.ok(); ++round) {
-    for (int i = 0; i < 200; ++i) {
-      keys.push_back(std::string(200, 'x') + std::to_string(keys.size()));
-      Decision decision;
-      REQUIRE(limiter.Check(keys.back(), LimitSpec{Algorithm::kFixedWindow, 9, 3'600'000}, 1,
-                            &decision).ok());
-    }
-    flushed = persister->Flush();
-  }
-  REQUIRE_MESSAGE(!flushed.ok(), "1 MiB never filled up");
-  MESSAGE("full after " << keys.size() << " keys: " << flushed.ToString());
-  CHECK(persister->stats().write_errors > 0);
-  const bool refused_at_commit = min_free_bytes < Store::Options().min_free_bytes;
-  CHECK(persister->stats().unsaved == refused_at_commit);
-
-  REQUIRE(Run("mount -o remount,size=64m '" + dir + "'"));
-  const uint64_t checkpoints = persister->stats().checkpoints;
-  const Status retried = persister->Flush();
-  CHECK_MESSAGE(retried.ok(), retried.ToString());
-  CHECK_FALSE(persister->stats().unsaved);
-  if (refused_at_commit) CHECK(persister->stats().checkpoints == checkpoints + 1);
-  persister.reset();
-  store.reset();
-  store = OpenStore(dir + "/data", &clock);
-  Store::LoadStats stats;
-  std::vector<std::string> loaded;
-  for (const KeySnapshot& snapshot : LoadAll(*store, &stats)) loaded.push_back(snapshot.key);
-  std::sort(keys.begin(), keys.end());
-  std::sort(loaded.begin(), loaded.end());
-  CHECK(loaded == keys);
-}
-
-constexpr const char* kFullDiskTest =
-    "storage: Persister retries writes that failed on a full disk";
-constexpr const char* kFullDiskEnv = "TALLY_STORAGE_TEST_TMPFS";
-
-// On a full disk, Flush fails and nothing is lost; once there is room, the next Flush writes all.
-TEST_CASE(kFullDiskTest) {
-  // Needs mount (root): skipped with a message where impossible. The scenario runs in a child (this
-  // test re-executed) so that a crash in it fails this test and the tmpfs is always unmounted.
-  // The child's environment: "<tmpfs dir>:<min_free_bytes>".
-  if (const char* child = std::getenv(kFullDiskEnv)) {
-    const std::string spec(child);
-    const size_t colon = spec.rfind(':');
-    return FullDiskScenario(spec.substr(0, colon), std::stoull(spec.substr(colon + 1)));
-  }
-  for (const uint64_t min_free_bytes : {uint64_t{512} << 10, Store::Options().min_free_bytes}) {
-    CAPTURE(min_free_bytes);
-    TempDir dir;
-    TmpfsMount mount(dir.Path("mnt"), "1m");
-    if (!mount.mounted()) {
-      MESSAGE("skipped: cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)");
-      return;
-    }
-    const int status = std::system(
-        (std::string(kFullDiskEnv) + "='" + dir.Path("mnt") + ":" + std::to_string(min_free_bytes) +
-         "' '" + fs::read_symlink("/proc/self/exe").string() + "' --test-case='" + kFullDiskTest +
-         "'").c_str());
-    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0),
-                  "the child run failed or crashed (wait status " << status << "): see its output");
-    CHECK(fs::exists(dir.Path("mnt/data/CURRENT")));  // the child did run the scenario
-  }
 }
 
 }  // namespace
