@@ -70,6 +70,7 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
   options.tallyd_path = options_.tallyd_path;
   options.directory = root_ + "/node" + std::to_string(node);
   options.gossip_port = hub_ != nullptr;
+  options.fronts = options_.fronts;
   options.args = {"--node-id", std::to_string(NodeIdOf(node))};
   if (hub_) {
     options.args.insert(options.args.end(),

@@ -41,6 +41,7 @@ class LocalCluster {
     size_t nodes = 3;
     bool gossip = true;
     std::vector<std::string> node_args;  // extra tallyd flags for every node
+    std::vector<std::string> fronts;     // fronts every node opens (NodeProcess::Options::fronts)
     std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
     std::string root;  // empty: a new temporary directory, removed at the end

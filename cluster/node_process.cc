@@ -82,6 +82,11 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
   if (options.gossip_port) {
     argv.insert(argv.end(), {"--gossip-port", "0", "--gossip-port-file", directory + "/gossip-port"});
   }
+  for (const std::string& front : options.fronts) {
+    std::filesystem::remove(directory + "/" + front + "-port");
+    argv.insert(argv.end(), {"--" + front + "-port", "0", "--" + front + "-port-file",
+                             directory + "/" + front + "-port"});
+  }
   const auto given = [&](const std::string& flag) {
     return std::find(options.args.begin(), options.args.end(), flag) != options.args.end();
   };
@@ -105,6 +110,10 @@ Status NodeProcess::WaitForPort(int timeout_ms) { return WaitForFile("port", tim
 
 Status NodeProcess::WaitForGossipPort(int timeout_ms) {
   return WaitForFile("gossip-port", timeout_ms, &gossip_port_);
+}
+
+Status NodeProcess::FrontPort(const std::string& front, int timeout_ms, uint16_t* port) {
+  return WaitForFile(front + "-port", timeout_ms, port);
 }
 
 Status NodeProcess::WaitForFile(const std::string& name, int timeout_ms, uint16_t* port) {

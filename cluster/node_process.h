@@ -37,6 +37,9 @@ class NodeProcess {
     // the destructor. A given one is kept (a restart reuses it).
     std::string directory;
     bool gossip_port = false;  // also --gossip-port 0 --gossip-port-file
+    // Fronts to open on ephemeral ports, by flag prefix: "grpc" adds
+    // --grpc-port 0 --grpc-port-file; FrontPort("grpc") then reads it.
+    std::vector<std::string> fronts;
   };
 
   static Status Spawn(const Options& options, std::unique_ptr<NodeProcess>* process);
@@ -50,6 +53,9 @@ class NodeProcess {
   // Unavailable when it exits first or the time runs out.
   Status WaitForPort(int timeout_ms);
   Status WaitForGossipPort(int timeout_ms);
+
+  // The port a front (Options::fronts) listens on, once tallyd has written it.
+  Status FrontPort(const std::string& front, int timeout_ms, uint16_t* port);
 
   uint16_t port() const { return port_; }
   uint16_t gossip_port() const { return gossip_port_; }

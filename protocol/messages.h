@@ -138,6 +138,15 @@ struct StatsReply {
   uint64_t storage_disk_bytes = 0;
   uint64_t storage_checkpoints = 0;
   bool storage_degraded = false;  // the last write failed: serving from memory
+  // Policies and the fronts that check by them; all 0 without --policy-dir / --grpc-port.
+  uint64_t shadow_denied = 0;  // policy checks denied but allowed by shadow mode (all fronts)
+  uint64_t policy_domains = 0;  // domains in the policies in force (--policy-dir)
+  uint64_t policy_rules = 0;  // limits in them
+  uint64_t policy_reloads = 0;  // policy sets that took effect, the first included
+  uint64_t policy_reload_failures = 0;  // reloads refused: the previous set stayed
+  uint64_t grpc_requests = 0;  // ShouldRateLimit calls answered (--grpc-port)
+  uint64_t grpc_over_limit = 0;  // of those, OVER_LIMIT
+  uint64_t grpc_refused = 0;  // calls answered with an error status
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;              // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;    // peers whose full sync arrived in that time

@@ -155,6 +155,14 @@ struct StatsReply {
   peerNodes @28 :List(PeerNodeStatus);
   members @29 :List(MemberStatus);  # this node's view of the cluster
   storageDegraded @30 :Bool;  # the last write to RocksDB failed: the node serves from memory
+  shadowDenied @31 :UInt64;  # policy checks denied but allowed by shadow mode (all fronts)
+  policyDomains @32 :UInt64;  # domains in the policies in force (--policy-dir)
+  policyRules @33 :UInt64;  # limits in them
+  policyReloads @34 :UInt64;  # policy sets that took effect, the first included
+  policyReloadFailures @35 :UInt64;  # reloads refused: the previous set stayed
+  grpcRequests @36 :UInt64;  # ShouldRateLimit calls answered (--grpc-port)
+  grpcOverLimit @37 :UInt64;  # of those, OVER_LIMIT
+  grpcRefused @38 :UInt64;  # calls answered with an error status
 }
 
 struct PeerLinkStatus {

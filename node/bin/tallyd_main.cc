@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node/bin/cli_checks.h"
+#include "node/bin/fronts.h"
 #include "node/bin/tallyd_options.h"
 #include "node/common/version.h"
 #include "node/common/clock.h"
@@ -37,18 +38,6 @@ constexpr int64_t kDayMs = 24 * kHourMs;
 // take about 60 GB already.
 constexpr int64_t kMostKeys = 1'000'000'000;
 
-// Writes the bound port to `path` atomically, so a reader never sees half a number.
-bool WritePortFile(const std::string& path, uint16_t port) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    out << port << "\n";
-    if (!out) return false;
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  return !ec;
-}
 
 }  // namespace
 
@@ -76,6 +65,8 @@ int main(int argc, char** argv) {
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_version_flag("--version", tally::VersionLine("tallyd"));
   tally::tallyd::AddConfigOption(&app);
+  tally::tallyd::FrontOptions front_options;
+  tally::tallyd::AddFrontOptions(&app, &front_options);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
       ->check(tally::cli::InRange(0, 65'535))
@@ -238,6 +229,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::unique_ptr<tally::tallyd::Fronts> fronts;
+  if (tally::Status status = tally::tallyd::Fronts::LoadPolicies(front_options, &fronts);
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
 
   std::unique_ptr<tally::storage::Store> store;
   if (!memory_only) {
@@ -316,7 +313,7 @@ int main(int argc, char** argv) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
     }
-    if (!gossip_port_file.empty() && !WritePortFile(gossip_port_file, gossip->port())) {
+    if (!gossip_port_file.empty() && !tally::tallyd::WritePortFile(gossip_port_file, gossip->port())) {
       spdlog::error("cannot write gossip port file {}", gossip_port_file);
       return 1;
     }
@@ -339,7 +336,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  server.policies = fronts->policies();
+  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
   server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    fronts->AddStats(stats);
     if (gossip) {
       gossip->AddStats(stats);
       stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
@@ -363,11 +363,16 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     return 1;
   }
-  if (!port_file.empty() && !WritePortFile(port_file, daemon.port())) {
+  if (!port_file.empty() && !tally::tallyd::WritePortFile(port_file, daemon.port())) {
     spdlog::error("cannot write port file {}", port_file);
     return 1;
   }
+  if (tally::Status status = fronts->Serve(server.address, &limiter); !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
   daemon.Run();
+  fronts->Stop(server.drain_timeout_ms);
   if (gossip) gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
   if (persister) {  // a clean shutdown loses nothing: what changed, then a checkpoint (logged)
     if (tally::Status status = persister->Stop(); !status.ok()) {

@@ -138,4 +138,16 @@ Status ReadClusterSecret(const std::string& path, std::string* secret) {
   return Status::OK();
 }
 
+bool WritePortFile(const std::string& path, uint16_t port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << port << "\n";
+    if (!out) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  return !ec;
+}
+
 }  // namespace tally::tallyd

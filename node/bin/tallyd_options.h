@@ -34,4 +34,8 @@ std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
 // when others than the owner may read the file.
 Status ReadClusterSecret(const std::string& path, std::string* secret);
 
+// Writes a bound port to `path` (for --port 0 and its kin) atomically, so a
+// reader never sees half a number. False when it cannot be written.
+bool WritePortFile(const std::string& path, uint16_t port);
+
 }  // namespace tally::tallyd

@@ -95,7 +95,9 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
     return valid;
   }
-  const std::shared_ptr<const PolicySet> policies = policies_->Current();
+  static const auto kNoPolicies = std::make_shared<const PolicySet>();
+  const std::shared_ptr<const PolicySet> policies =
+      policies_ != nullptr ? policies_->Current() : kNoPolicies;
   const bool known_domain = policies->HasDomain(request.domain());
 
   thread_local CallScratch scratch;

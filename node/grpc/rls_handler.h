@@ -55,7 +55,7 @@ class RlsHandler {
     std::atomic<uint64_t> refused{0};        // answered with an error status
   };
 
-  // limiter and policies must outlive the handler.
+  // limiter and policies (null: none, every domain unknown) must outlive the handler.
   RlsHandler(const Options& options, Limiter* limiter, PolicyStore* policies);
 
   grpc::Status ShouldRateLimit(const envoy::service::ratelimit::v3::RateLimitRequest& request,

@@ -45,7 +45,7 @@ class RlsServer {
     uint64_t refused = 0;
   };
 
-  // limiter and policies must outlive the server.
+  // limiter and policies (null: none) must outlive the server.
   RlsServer(const Options& options, Limiter* limiter, PolicyStore* policies);
   ~RlsServer();  // Shutdown(0)
   RlsServer(const RlsServer&) = delete;

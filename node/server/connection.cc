@@ -53,7 +53,7 @@ Connection::Connection(tcp::socket socket, Worker& worker, const Server::Options
       worker_(worker),
       options_(options),
       peer_(PeerName(socket_)),
-      handler_(limiter, &worker.counters, std::move(stats)),
+      handler_(limiter, &worker.counters, std::move(stats), options.policies),
       in_(budget, clock) {}
 
 void Connection::Start() {

@@ -120,6 +120,25 @@ struct Server::Impl {
     return open;
   }
 
+  // SIGTERM and SIGINT shut down; SIGHUP reloads and waits for the next one.
+  void WaitForSignal() {
+    signals.async_wait([this](asio::error_code ec, int signal_number) {
+      if (ec) return;
+      if (signal_number != SIGHUP) {
+        spdlog::info("received signal {}: shutting down", signal_number);
+        BeginShutdown();
+        return;
+      }
+      if (options.on_reload) {
+        spdlog::info("received SIGHUP: reloading policies");
+        options.on_reload();
+      } else {
+        spdlog::info("received SIGHUP: nothing to reload (no --policy-dir)");
+      }
+      WaitForSignal();
+    });
+  }
+
   protocol::StatsReply Stats() const {
     protocol::StatsReply stats;
     stats.uptime_ms = static_cast<uint64_t>(clock->MonotonicMs() - started_ms);
@@ -132,6 +151,7 @@ struct Server::Impl {
       stats.errors += counters.errors.load(std::memory_order_relaxed);
       stats.connections_open += counters.connections_open.load(std::memory_order_relaxed);
       stats.connections_total += counters.connections_total.load(std::memory_order_relaxed);
+      stats.shadow_denied += counters.shadow_denied.load(std::memory_order_relaxed);
     }
     if (options.add_stats) options.add_stats(&stats);
     return stats;
@@ -174,11 +194,8 @@ void Server::Run() {
   if (impl.options.handle_signals) {
     impl.signals.add(SIGTERM);
     impl.signals.add(SIGINT);
-    impl.signals.async_wait([&impl](asio::error_code ec, int signal_number) {
-      if (ec) return;
-      spdlog::info("received signal {}", signal_number);
-      impl.BeginShutdown();
-    });
+    impl.signals.add(SIGHUP);
+    impl.WaitForSignal();
   }
   spdlog::info("serving on {}:{} with {} threads", impl.options.address, port(),
                impl.workers.size());

@@ -27,7 +27,8 @@
 //
 // Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
 // received are answered; idle connections are closed; after drain_timeout_ms
-// whatever is left is closed. Run() then returns.
+// whatever is left is closed. Run() then returns. SIGHUP never stops the
+// node: it calls Options::on_reload (policies) and is logged.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
+#include "node/policy/policy_store.h"
 #include "node/common/status.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -58,7 +60,13 @@ class Server {
     size_t max_buffer_bytes = size_t{128} << 20;
     int64_t drain_timeout_ms = 5'000;
     int64_t sweep_interval_ms = 10'000;  // Limiter::SweepExpired period; 0: never
-    bool handle_signals = true;          // SIGTERM and SIGINT start a shutdown
+    bool handle_signals = true;          // SIGTERM and SIGINT start a shutdown; SIGHUP reloads
+    // Checks by policy are decided under these; null: no policies (every
+    // domain unknown). Not owned; must outlive the Server.
+    PolicyStore* policies = nullptr;
+    // What SIGHUP does (reload what is reloadable); called on worker 0.
+    // Empty: SIGHUP is logged and otherwise ignored. It never stops the node.
+    std::function<void()> on_reload;
     // Fills the stats the server does not own (persistence); may be empty.
     // Called on a worker thread for each stats request.
     std::function<void(protocol::StatsReply*)> add_stats;

@@ -320,7 +320,7 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
       {TALLYD_PATH,
        {"--node-id", "5", "--seed", "127.0.0.1:1", "--recovery-timeout-ms", "0",
         "--cluster-secret-file", dir.Path("secret")},
-       "", /*gossip_port=*/true},
+       "", /*gossip_port=*/true, /*fronts=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
@@ -389,7 +389,7 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
               {TALLYD_PATH,
                {"--seed", "127.0.0.1:" + std::to_string(cluster->process(0).gossip_port()),
                 "--recovery-timeout-ms", "500", "--cluster-secret-file", dir.Path("wrong")},
-               "", /*gossip_port=*/true},
+               "", /*gossip_port=*/true, /*fronts=*/{}},
               &outsider)
               .ok());
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};

@@ -45,7 +45,7 @@ struct GossipNode {
     std::ofstream(dir.Path("secret")) << kSecret << "\n";
     args.insert(args.end(), {"--node-id", "5", "--memory-only", "--cluster-secret-file",
                              dir.Path("secret"), "--recovery-timeout-ms", "0"});
-    const Status started = TallydProcess::Start({TALLYD_PATH, args, "", /*gossip_port=*/true},
+    const Status started = TallydProcess::Start({TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}},
                                                 &process);
     REQUIRE_MESSAGE(started.ok(), started.ToString());
     REQUIRE(process->WaitForGossipPort(1'000).ok());

@@ -63,7 +63,7 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
   const Status started = TallydProcess::Start(
       {TALLYD_PATH,
        {"--memory-only", "--cluster-secret-file", dir.Path("secret"), "--recovery-timeout-ms", "0"},
-       "", /*gossip_port=*/true},
+       "", /*gossip_port=*/true, /*fronts=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());

@@ -15,7 +15,10 @@ using cluster::RunCommand;
 
 inline Status StartTallyd(const std::vector<std::string>& args,
                           std::unique_ptr<TallydProcess>* process, int start_timeout_ms = 10'000) {
-  return TallydProcess::Start({TALLYD_PATH, args, "", false}, process, start_timeout_ms);
+  TallydProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = args;
+  return TallydProcess::Start(options, process, start_timeout_ms);
 }
 
 // Runs tallyd with exactly `args` until it exits; its stderr and stdout (the

@@ -1,0 +1,96 @@
+#include "node/bin/fronts.h"
+
+#include <spdlog/spdlog.h>
+
+#include "node/bin/cli_checks.h"
+#include "node/bin/tallyd_options.h"
+
+namespace tally::tallyd {
+
+void AddFrontOptions(CLI::App* app, FrontOptions* options) {
+  constexpr int64_t kDayMs = 86'400'000;
+  app->add_option("--policy-dir", options->policy_dir,
+                  "Directory of policy files (envoyproxy/ratelimit's YAML format): limits by "
+                  "domain and descriptor; reloaded when they change and on SIGHUP");
+  app->add_option("--policy-poll-ms", options->policy_poll_ms,
+                  "How often the policy directory is looked at for changes")
+      ->check(cli::InRange(10, kDayMs))
+      ->capture_default_str();
+  app->add_option("--grpc-port", options->grpc_port,
+                  "Serve Envoy's rate limit service (gRPC) on this port; 0 picks a free one. "
+                  "Off unless set")
+      ->check(cli::InRange(0, 65'535));
+  app->add_option("--grpc-address", options->grpc_address,
+                  "Address of the gRPC front (default: --address)");
+  app->add_option("--grpc-port-file", options->grpc_port_file,
+                  "Write the gRPC front's port to this file once it listens (for --grpc-port 0)");
+  app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
+                  "Largest gRPC request; larger ones get RESOURCE_EXHAUSTED")
+      ->check(cli::InRange(1'024, int64_t{64} << 20))
+      ->capture_default_str();
+  app->add_option("--grpc-max-descriptors", options->grpc.max_descriptors,
+                  "Most descriptors in one ShouldRateLimit call; more get INVALID_ARGUMENT")
+      ->check(cli::InRange(1, 100'000))
+      ->capture_default_str();
+  app->add_option("--grpc-max-concurrent-streams", options->grpc.max_concurrent_streams,
+                  "Calls in flight per gRPC connection; more wait in the client")
+      ->check(cli::InRange(1, 1'000'000))
+      ->capture_default_str();
+  app->add_flag("--grpc-response-headers", options->grpc.response_headers,
+                "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
+}
+
+Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts) {
+  std::unique_ptr<Fronts> loaded(new Fronts(options));
+  if (!options.policy_dir.empty()) {
+    const PolicyStore::Options store{options.policy_dir, options.policy_poll_ms};
+    if (Status status = PolicyStore::Open(store, &loaded->policies_); !status.ok()) return status;
+  } else if (options.grpc_port >= 0) {
+    spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
+  }
+  *fronts = std::move(loaded);
+  return Status::OK();
+}
+
+Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
+  if (policies_ != nullptr) policies_->Start();
+  if (options_.grpc_port < 0) return Status::OK();
+  RlsServer::Options grpc = options_.grpc;
+  grpc.address = options_.grpc_address.empty() ? default_address : options_.grpc_address;
+  grpc.port = static_cast<uint16_t>(options_.grpc_port);
+  grpc_ = std::make_unique<RlsServer>(grpc, limiter, policies_.get());
+  if (Status status = grpc_->Start(); !status.ok()) return status;
+  if (!options_.grpc_port_file.empty() && !WritePortFile(options_.grpc_port_file, grpc_->port())) {
+    return Status::IOError("cannot write --grpc-port-file " + options_.grpc_port_file);
+  }
+  spdlog::info("serving Envoy's rate limit service (gRPC) on {}:{}", grpc.address, grpc_->port());
+  return Status::OK();
+}
+
+void Fronts::Stop(int64_t drain_ms) {
+  if (grpc_ != nullptr) grpc_->Shutdown(drain_ms);
+  if (policies_ != nullptr) policies_->Stop();
+}
+
+void Fronts::ReloadPolicies() {
+  if (policies_ != nullptr) static_cast<void>(policies_->Reload());  // Reload logs a refusal
+}
+
+void Fronts::AddStats(protocol::StatsReply* stats) const {
+  if (policies_ != nullptr) {
+    const PolicyStore::Stats policy = policies_->stats();
+    stats->policy_domains = policy.domains;
+    stats->policy_rules = policy.rules;
+    stats->policy_reloads = policy.reloads;
+    stats->policy_reload_failures = policy.reload_failures;
+  }
+  if (grpc_ != nullptr) {
+    const RlsServer::Stats grpc = grpc_->stats();
+    stats->grpc_requests = grpc.requests;
+    stats->grpc_over_limit = grpc.over_limit;
+    stats->grpc_refused = grpc.refused;
+    stats->shadow_denied += grpc.shadow_denied;
+  }
+}
+
+}  // namespace tally::tallyd
