@@ -55,7 +55,7 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
     if (per_window <= 0) continue;
     const auto period = std::chrono::nanoseconds(static_cast<int64_t>(1e6 * static_cast<double>(window_ms) / per_window));
     clients.emplace_back([&, node, period] {
-      std::unique_ptr<Client> client;
+      std::unique_ptr<protocol::Client> client;
       if (!cluster.Connect(node, &client).ok()) {
         failed = true;
         return;

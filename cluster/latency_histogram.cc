@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-namespace tally {
+namespace tally::cluster {
 
 size_t LatencyHistogram::BucketOf(uint64_t latency_ns) {
   const uint64_t value = std::min(latency_ns, kMaxTrackedNs);
@@ -47,4 +47,4 @@ uint64_t LatencyHistogram::PercentileNs(double q) const {
   return max_ns_;
 }
 
-}  // namespace tally
+}  // namespace tally::cluster

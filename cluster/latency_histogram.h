@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace tally {
+namespace tally::cluster {
 
 class LatencyHistogram {
  public:
@@ -46,4 +46,4 @@ class LatencyHistogram {
   uint64_t max_ns_ = 0;
 };
 
-}  // namespace tally
+}  // namespace tally::cluster

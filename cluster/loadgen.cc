@@ -11,7 +11,7 @@
 
 #include "cluster/target_session.h"
 
-namespace tally {
+namespace tally::cluster {
 namespace {
 
 using asio::ip::tcp;
@@ -325,4 +325,4 @@ std::string_view KeyDistributionName(KeyDistribution distribution) {
   return distribution == KeyDistribution::kZipf ? "zipf" : "uniform";
 }
 
-}  // namespace tally
+}  // namespace tally::cluster

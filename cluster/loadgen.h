@@ -31,7 +31,7 @@
 #include "node/common/limit.h"
 #include "node/common/status.h"
 
-namespace tally {
+namespace tally::cluster {
 
 enum class LoadTarget { kTally, kRedisLua, kRedisIncr };
 enum class KeyDistribution { kUniform, kZipf };
@@ -71,4 +71,4 @@ Status RunLoad(const LoadOptions& options, LoadResult* result);
 std::string_view LoadTargetName(LoadTarget target);                  // "tally", "redis-lua", "redis-incr"
 std::string_view KeyDistributionName(KeyDistribution distribution);  // "uniform", "zipf"
 
-}  // namespace tally
+}  // namespace tally::cluster

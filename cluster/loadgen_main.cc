@@ -15,7 +15,7 @@
 #include "node/common/version.h"
 #include "node/common/json.h"
 
-namespace tally {
+namespace tally::cluster {
 namespace {
 
 constexpr LoadTarget kTargets[] = {LoadTarget::kTally, LoadTarget::kRedisLua, LoadTarget::kRedisIncr};
@@ -189,6 +189,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace tally
+}  // namespace tally::cluster
 
-int main(int argc, char** argv) { return tally::Main(argc, argv); }
+int main(int argc, char** argv) { return tally::cluster::Main(argc, argv); }

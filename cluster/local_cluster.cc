@@ -125,12 +125,12 @@ Status LocalCluster::WriteSecret() const {
   return Status::OK();
 }
 
-Status LocalCluster::Connect(size_t node, std::unique_ptr<Client>* client) const {
+Status LocalCluster::Connect(size_t node, std::unique_ptr<protocol::Client>* client) const {
   return nodes_[node]->Connect(client);
 }
 
 Status LocalCluster::Stats(size_t node, protocol::StatsReply* stats) const {
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
   if (Status status = Connect(node, &client); !status.ok()) return status;
   return client->Stats(stats);
 }

@@ -55,8 +55,8 @@ class LocalCluster {
 
   size_t size() const { return nodes_.size(); }
   uint16_t client_port(size_t node) const { return nodes_[node]->port(); }
-  Client::Options client_options(size_t node) const { return nodes_[node]->client_options(); }
-  Status Connect(size_t node, std::unique_ptr<Client>* client) const;
+  protocol::Client::Options client_options(size_t node) const { return nodes_[node]->client_options(); }
+  Status Connect(size_t node, std::unique_ptr<protocol::Client>* client) const;
   Status Stats(size_t node, protocol::StatsReply* stats) const;
   NodeProcess& process(size_t node) { return *nodes_[node]; }
   bool running(size_t node) const { return nodes_[node]->running(); }

@@ -146,16 +146,16 @@ NodeProcess::~NodeProcess() {
   if (owns_directory_) std::filesystem::remove_all(directory_, ignored);
 }
 
-Client::Options NodeProcess::client_options() const {
-  Client::Options options;
+protocol::Client::Options NodeProcess::client_options() const {
+  protocol::Client::Options options;
   options.host = "127.0.0.1";
   options.port = port_;
   options.timeout_ms = 5'000;
   return options;
 }
 
-Status NodeProcess::Connect(std::unique_ptr<Client>* client) const {
-  return Client::Connect(client_options(), client);
+Status NodeProcess::Connect(std::unique_ptr<protocol::Client>* client) const {
+  return protocol::Client::Connect(client_options(), client);
 }
 
 int NodeProcess::SignalAndWait(int signal_number, int timeout_ms) {

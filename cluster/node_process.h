@@ -61,8 +61,8 @@ class NodeProcess {
   uint16_t gossip_port() const { return gossip_port_; }
   pid_t pid() const { return pid_; }
   bool running() const { return !reaped_; }
-  Client::Options client_options() const;
-  Status Connect(std::unique_ptr<Client>* client) const;
+  protocol::Client::Options client_options() const;
+  Status Connect(std::unique_ptr<protocol::Client>* client) const;
 
   // Sends `signal_number` and waits up to timeout_ms for the exit. Returns
   // the exit code, 128 + signal when killed by one, or -1 on timeout.

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstring>
 
-namespace tally::resp {
+namespace tally::cluster {
 namespace {
 
 // A line (simple string, error, length) longer than this without its CRLF is
@@ -166,4 +166,4 @@ RespParse RespReader::Next(RespValue* value) {
   return parse;
 }
 
-}  // namespace tally::resp
+}  // namespace tally::cluster

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tally::resp {
+namespace tally::cluster {
 
 // Appends the command as an array of bulk strings, which is how clients send
 // commands: *<n>\r\n then $<len>\r\n<arg>\r\n per argument.
@@ -73,4 +73,4 @@ class RespReader {
   size_t end_ = 0;    // one past the last received byte
 };
 
-}  // namespace tally::resp
+}  // namespace tally::cluster

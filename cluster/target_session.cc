@@ -8,7 +8,7 @@
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
 
-namespace tally {
+namespace tally::cluster {
 namespace {
 
 // What Redis users run today for a sliding window counter: two GETs, then
@@ -122,15 +122,15 @@ class RedisSession : public Session {
   void AppendHandshake(std::string* out) override {
     if (!lua_) return;
     const std::string_view args[] = {"SCRIPT", "LOAD", kSlidingWindowScript};
-    resp::AppendCommand(args, out);
+    AppendCommand(args, out);
   }
 
   Status TakeHandshakeReply(bool* done) override {
     if (!lua_) return Session::TakeHandshakeReply(done);
-    resp::RespValue reply;
+    RespValue reply;
     Status taken = Take(&reply, done);
     if (!taken.ok() || !*done) return taken;
-    if (reply.type != resp::RespValue::Type::kBulkString || reply.text.empty()) {
+    if (reply.type != RespValue::Type::kBulkString || reply.text.empty()) {
       return Status::Corruption("SCRIPT LOAD failed: " + std::string(reply.text));
     }
     script_sha_ = reply.text;
@@ -141,25 +141,25 @@ class RedisSession : public Session {
     const std::string_view key = keys_.Next();
     if (lua_) {
       const std::string_view args[] = {"EVALSHA", script_sha_, "1", key, limit_text_, window_ms_text_};
-      resp::AppendCommand(args, out);
+      AppendCommand(args, out);
     } else {
       const std::string_view args[] = {"INCR", key};
-      resp::AppendCommand(args, out);
+      AppendCommand(args, out);
     }
   }
   std::span<std::byte> writable() override { return reader_.writable(); }
   void Commit(size_t received_bytes) override { reader_.Commit(received_bytes); }
 
   Status TakeReply(bool* done, ReplyCounts* counts) override {
-    resp::RespValue reply;
+    RespValue reply;
     Status taken = Take(&reply, done);
     if (!taken.ok() || !*done) return taken;
-    if (reply.type == resp::RespValue::Type::kError) {
+    if (reply.type == RespValue::Type::kError) {
       counts->CountError(reply.text);
       return Status::OK();
     }
     const bool valid =
-        reply.type == resp::RespValue::Type::kInteger && reply.integer >= 0 && (!lua_ || reply.integer <= 1);
+        reply.type == RespValue::Type::kInteger && reply.integer >= 0 && (!lua_ || reply.integer <= 1);
     if (!valid) {
       return Status::Corruption(std::string("Redis sent an unexpected reply to ") + (lua_ ? "EVALSHA" : "INCR"));
     }
@@ -169,10 +169,10 @@ class RedisSession : public Session {
   }
 
  private:
-  Status Take(resp::RespValue* reply, bool* done) {
-    const resp::RespParse parse = reader_.Next(reply);
-    *done = parse.state == resp::RespParse::State::kComplete;
-    if (parse.state == resp::RespParse::State::kInvalid) {
+  Status Take(RespValue* reply, bool* done) {
+    const RespParse parse = reader_.Next(reply);
+    *done = parse.state == RespParse::State::kComplete;
+    if (parse.state == RespParse::State::kInvalid) {
       return Status::Corruption("Redis sent an invalid reply: " + parse.error_message);
     }
     return Status::OK();
@@ -184,7 +184,7 @@ class RedisSession : public Session {
   const std::string limit_text_;
   const std::string window_ms_text_;
   std::string script_sha_;
-  resp::RespReader reader_;
+  RespReader reader_;
 };
 
 }  // namespace
@@ -233,4 +233,4 @@ std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& 
   return std::make_unique<RedisSession>(options, keys, seed);
 }
 
-}  // namespace tally
+}  // namespace tally::cluster

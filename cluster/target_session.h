@@ -19,7 +19,7 @@
 #include "cluster/loadgen.h"
 #include "node/common/status.h"
 
-namespace tally {
+namespace tally::cluster {
 
 // The key names "k:<index>" and, for zipf, the cumulative distribution over
 // them (index 0 the most frequent).
@@ -82,4 +82,4 @@ class Session {
 // A session for options.target; `keys` must outlive it.
 std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed);
 
-}  // namespace tally
+}  // namespace tally::cluster

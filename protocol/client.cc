@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-namespace tally {
+namespace tally::protocol {
 namespace {
 
 std::string Errno(std::string_view what) {
@@ -29,14 +29,14 @@ void SetTimeouts(int fd, int timeout_ms) {
 
 }  // namespace
 
-Status StatusFromError(protocol::ErrorCode code, std::string_view message) {
-  std::string text = std::string(protocol::ErrorCodeName(code)) + ": " + std::string(message);
+Status StatusFromError(ErrorCode code, std::string_view message) {
+  std::string text = std::string(ErrorCodeName(code)) + ": " + std::string(message);
   switch (code) {
-    case protocol::ErrorCode::kInvalidArgument: return Status::InvalidArgument(text);
-    case protocol::ErrorCode::kResourceExhausted: return Status::ResourceExhausted(text);
-    case protocol::ErrorCode::kMalformedFrame:
-    case protocol::ErrorCode::kFrameTooLarge: return Status::Corruption(text);
-    case protocol::ErrorCode::kUnavailable: return Status::Unavailable(text);
+    case ErrorCode::kInvalidArgument: return Status::InvalidArgument(text);
+    case ErrorCode::kResourceExhausted: return Status::ResourceExhausted(text);
+    case ErrorCode::kMalformedFrame:
+    case ErrorCode::kFrameTooLarge: return Status::Corruption(text);
+    case ErrorCode::kUnavailable: return Status::Unavailable(text);
     default: return Status::IOError(text);
   }
 }
@@ -77,10 +77,10 @@ Client::Client(int fd, const Options& options) : fd_(fd), options_(options) {}
 
 Client::~Client() { close(fd_); }
 
-void Client::Send(protocol::Request request, uint64_t* request_id) {
+void Client::Send(Request request, uint64_t* request_id) {
   request.id = next_id_++;
   if (request_id) *request_id = request.id;
-  protocol::EncodeRequest(request, &send_buffer_);
+  EncodeRequest(request, &send_buffer_);
 }
 
 Status Client::Flush() { return SendRaw(std::exchange(send_buffer_, std::string())); }
@@ -100,17 +100,17 @@ Status Client::SendRaw(std::string_view bytes) {
 
 void Client::ShutdownSend() { shutdown(fd_, SHUT_WR); }
 
-Status Client::Receive(protocol::Response* response) {
+Status Client::Receive(Response* response) {
   if (!send_buffer_.empty()) {
     if (Status status = Flush(); !status.ok()) return status;
   }
   for (;;) {
-    const protocol::FrameScan scan = protocol::ScanFrame(receive_buffer_.readable(), options_.limits);
-    if (scan.state == protocol::FrameScan::State::kInvalid) {
+    const FrameScan scan = ScanFrame(receive_buffer_.readable(), options_.limits);
+    if (scan.state == FrameScan::State::kInvalid) {
       return Status::Corruption("bad frame from server: " + scan.error_message);
     }
-    if (scan.state == protocol::FrameScan::State::kComplete) {
-      const Status status = protocol::DecodeResponse(
+    if (scan.state == FrameScan::State::kComplete) {
+      const Status status = DecodeResponse(
           receive_buffer_.readable().first(scan.frame_bytes), options_.limits, response);
       receive_buffer_.Consume(scan.frame_bytes);
       return status;
@@ -128,11 +128,11 @@ Status Client::Receive(protocol::Response* response) {
   }
 }
 
-Status Client::Call(protocol::Request request, protocol::Response* response) {
+Status Client::Call(Request request, Response* response) {
   uint64_t id = 0;
   Send(std::move(request), &id);
   if (Status status = Receive(response); !status.ok()) return status;
-  if (response->kind == protocol::ResponseKind::kError) {
+  if (response->kind == ResponseKind::kError) {
     return StatusFromError(response->error, response->error_message);
   }
   if (response->id != id) {
@@ -143,34 +143,34 @@ Status Client::Call(protocol::Request request, protocol::Response* response) {
 }
 
 Status Client::CheckBatch(std::span<const protocol::Check> checks,
-                          std::vector<protocol::CheckOutcome>* outcomes) {
-  protocol::Request request;
-  request.kind = protocol::RequestKind::kCheck;
+                          std::vector<CheckOutcome>* outcomes) {
+  Request request;
+  request.kind = RequestKind::kCheck;
   request.checks.assign(checks.begin(), checks.end());
-  protocol::Response response;
+  Response response;
   if (Status status = Call(std::move(request), &response); !status.ok()) return status;
-  if (response.kind != protocol::ResponseKind::kCheck || response.outcomes.size() != checks.size()) {
+  if (response.kind != ResponseKind::kCheck || response.outcomes.size() != checks.size()) {
     return Status::Corruption("check response does not answer every check");
   }
   *outcomes = std::move(response.outcomes);
   return Status::OK();
 }
 
-Status Client::Check(const protocol::Check& check, protocol::CheckOutcome* outcome) {
-  std::vector<protocol::CheckOutcome> outcomes;
+Status Client::Check(const protocol::Check& check, CheckOutcome* outcome) {
+  std::vector<CheckOutcome> outcomes;
   if (Status status = CheckBatch({&check, 1}, &outcomes); !status.ok()) return status;
   *outcome = std::move(outcomes.front());
   return Status::OK();
 }
 
-Status Client::CheckPolicy(const protocol::PolicyCheck& check,
-                           std::vector<protocol::PolicyOutcome>* outcomes) {
-  protocol::Request request;
-  request.kind = protocol::RequestKind::kPolicyCheck;
+Status Client::CheckPolicy(const PolicyCheck& check,
+                           std::vector<PolicyOutcome>* outcomes) {
+  Request request;
+  request.kind = RequestKind::kPolicyCheck;
   request.policy_check = check;
-  protocol::Response response;
+  Response response;
   if (Status status = Call(std::move(request), &response); !status.ok()) return status;
-  if (response.kind != protocol::ResponseKind::kPolicyCheck ||
+  if (response.kind != ResponseKind::kPolicyCheck ||
       response.policy_outcomes.size() != check.descriptor_sizes.size()) {
     return Status::Corruption("policy check response does not answer every descriptor");
   }
@@ -178,16 +178,16 @@ Status Client::CheckPolicy(const protocol::PolicyCheck& check,
   return Status::OK();
 }
 
-Status Client::Stats(protocol::StatsReply* stats) {
-  protocol::Request request;
-  request.kind = protocol::RequestKind::kStats;
-  protocol::Response response;
+Status Client::Stats(StatsReply* stats) {
+  Request request;
+  request.kind = RequestKind::kStats;
+  Response response;
   if (Status status = Call(std::move(request), &response); !status.ok()) return status;
-  if (response.kind != protocol::ResponseKind::kStats) {
+  if (response.kind != ResponseKind::kStats) {
     return Status::Corruption("stats request answered with another kind");
   }
   *stats = response.stats;
   return Status::OK();
 }
 
-}  // namespace tally
+}  // namespace tally::protocol

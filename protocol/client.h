@@ -27,7 +27,7 @@
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
 
-namespace tally {
+namespace tally::protocol {
 
 class Client {
  public:
@@ -35,7 +35,7 @@ class Client {
     std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal, or a name
     uint16_t port = 0;
     int timeout_ms = 5'000;
-    protocol::FrameLimits limits;
+    FrameLimits limits;
   };
 
   static Status Connect(const Options& options, std::unique_ptr<Client>* client);
@@ -46,22 +46,22 @@ class Client {
   // One check in one request. A per-check error (bad key, unknown algorithm)
   // is an OK status with outcome->error set; a request-level error reply is
   // a non-OK status.
-  Status Check(const protocol::Check& check, protocol::CheckOutcome* outcome);
+  Status Check(const protocol::Check& check, CheckOutcome* outcome);
   Status CheckBatch(std::span<const protocol::Check> checks,
-                    std::vector<protocol::CheckOutcome>* outcomes);
-  Status Stats(protocol::StatsReply* stats);
+                    std::vector<CheckOutcome>* outcomes);
+  Status Stats(StatsReply* stats);
   // A check by policy (domain and descriptors): one outcome per descriptor.
   // A malformed check (empty domain, no descriptors, an empty key) is a
   // non-OK status; a descriptor's own error is in its outcome.
-  Status CheckPolicy(const protocol::PolicyCheck& check,
-                     std::vector<protocol::PolicyOutcome>* outcomes);
+  Status CheckPolicy(const PolicyCheck& check,
+                     std::vector<PolicyOutcome>* outcomes);
 
   // Pipelining. Send encodes the request with the next id (returned in
   // *request_id) into the send buffer; Flush writes the buffer; Receive reads
   // the next response (flushing first if anything is buffered).
-  void Send(protocol::Request request, uint64_t* request_id = nullptr);
+  void Send(Request request, uint64_t* request_id = nullptr);
   Status Flush();
-  Status Receive(protocol::Response* response);
+  Status Receive(Response* response);
 
   // Writes bytes as they are: for tests that send hostile input.
   Status SendRaw(std::string_view bytes);
@@ -70,16 +70,16 @@ class Client {
 
  private:
   Client(int fd, const Options& options);
-  Status Call(protocol::Request request, protocol::Response* response);
+  Status Call(Request request, Response* response);
 
   const int fd_;
   const Options options_;
   uint64_t next_id_ = 1;
   std::string send_buffer_;
-  protocol::FrameBuffer receive_buffer_;
+  FrameBuffer receive_buffer_;
 };
 
 // Status for a response of kind kError (request-level failure).
-Status StatusFromError(protocol::ErrorCode code, std::string_view message);
+Status StatusFromError(ErrorCode code, std::string_view message);
 
-}  // namespace tally
+}  // namespace tally::protocol

@@ -24,10 +24,6 @@
 namespace tally::protocol {
 namespace {
 
-using internal::AppendFrame;
-using internal::ReadFrame;
-using internal::ScratchSegment;
-using internal::ViewOf;
 
 constexpr uint64_t kWordBytes = sizeof(capnp::word);
 
@@ -321,7 +317,7 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
 // --- encoding ----------------------------------------------------------------
 
 void WriteCheck(const Check& check, wire::Check::Builder out) {
-  out.setKey(internal::DataOf(check.key));
+  out.setKey(DataOf(check.key));
   out.setAlgorithm(static_cast<uint8_t>(check.spec.algorithm));
   out.setLimit(check.spec.limit);
   out.setWindowMs(check.spec.window_ms);

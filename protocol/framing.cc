@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace tally::protocol::internal {
+namespace tally::protocol {
 
 Status CheckWholeFrame(std::span<const std::byte> frame, const FrameLimits& limits) {
   if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(capnp::word) != 0) {
@@ -40,4 +40,4 @@ void AppendFrame(capnp::MessageBuilder& message, std::string* out) {
   }
 }
 
-}  // namespace tally::protocol::internal
+}  // namespace tally::protocol

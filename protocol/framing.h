@@ -18,7 +18,7 @@
 #include "node/common/status.h"
 #include "protocol/codec.h"
 
-namespace tally::protocol::internal {
+namespace tally::protocol {
 
 // OK when `frame` is exactly one complete, aligned frame within the limits.
 Status CheckWholeFrame(std::span<const std::byte> frame, const FrameLimits& limits);
@@ -62,4 +62,4 @@ kj::ArrayPtr<capnp::word> ScratchSegment();
 // an intermediate flat copy of the message.
 void AppendFrame(capnp::MessageBuilder& message, std::string* out);
 
-}  // namespace tally::protocol::internal
+}  // namespace tally::protocol

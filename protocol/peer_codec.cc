@@ -11,11 +11,6 @@
 namespace tally::protocol {
 namespace {
 
-using internal::AppendFrame;
-using internal::DataOf;
-using internal::ReadFrame;
-using internal::ScratchSegment;
-using internal::ViewOf;
 
 uint64_t ZigZag(int64_t value) {
   return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);

@@ -4,7 +4,7 @@
 
 #include "node/common/host_port.h"
 
-namespace tally::cli {
+namespace tally::bin {
 
 CLI::Validator InRange(int64_t min, int64_t max) {
   const std::string range = std::to_string(min) + ".." + std::to_string(max);
@@ -28,4 +28,4 @@ CLI::Validator HostPortCheck() {
       "HOST:PORT");
 }
 
-}  // namespace tally::cli
+}  // namespace tally::bin

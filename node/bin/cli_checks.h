@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace tally::cli {
+namespace tally::bin {
 
 // The value is a whole number (as CLI11 reads one) in [min, max].
 CLI::Validator InRange(int64_t min, int64_t max);
@@ -19,4 +19,4 @@ CLI::Validator InRange(int64_t min, int64_t max);
 // The value is host:port as ParseHostPort (node/common/host_port.h) reads it.
 CLI::Validator HostPortCheck();
 
-}  // namespace tally::cli
+}  // namespace tally::bin

@@ -5,7 +5,7 @@
 #include "node/bin/cli_checks.h"
 #include "node/bin/tallyd_options.h"
 
-namespace tally::tallyd {
+namespace tally::bin {
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
   constexpr int64_t kDayMs = 86'400'000;
@@ -14,27 +14,27 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "domain and descriptor; reloaded when they change and on SIGHUP");
   app->add_option("--policy-poll-ms", options->policy_poll_ms,
                   "How often the policy directory is looked at for changes")
-      ->check(cli::InRange(10, kDayMs))
+      ->check(bin::InRange(10, kDayMs))
       ->capture_default_str();
   app->add_option("--grpc-port", options->grpc_port,
                   "Serve Envoy's rate limit service (gRPC) on this port; 0 picks a free one. "
                   "Off unless set")
-      ->check(cli::InRange(0, 65'535));
+      ->check(bin::InRange(0, 65'535));
   app->add_option("--grpc-address", options->grpc_address,
                   "Address of the gRPC front (default: --address)");
   app->add_option("--grpc-port-file", options->grpc_port_file,
                   "Write the gRPC front's port to this file once it listens (for --grpc-port 0)");
   app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
                   "Largest gRPC request; larger ones get RESOURCE_EXHAUSTED")
-      ->check(cli::InRange(1'024, int64_t{64} << 20))
+      ->check(bin::InRange(1'024, int64_t{64} << 20))
       ->capture_default_str();
   app->add_option("--grpc-max-descriptors", options->grpc.max_descriptors,
                   "Most descriptors in one ShouldRateLimit call; more get INVALID_ARGUMENT")
-      ->check(cli::InRange(1, 100'000))
+      ->check(bin::InRange(1, 100'000))
       ->capture_default_str();
   app->add_option("--grpc-max-concurrent-streams", options->grpc.max_concurrent_streams,
                   "Calls in flight per gRPC connection; more wait in the client")
-      ->check(cli::InRange(1, 1'000'000))
+      ->check(bin::InRange(1, 1'000'000))
       ->capture_default_str();
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
@@ -93,4 +93,4 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
   }
 }
 
-}  // namespace tally::tallyd
+}  // namespace tally::bin

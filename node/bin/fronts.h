@@ -19,7 +19,7 @@
 #include "node/policy/policy_store.h"
 #include "protocol/messages.h"
 
-namespace tally::tallyd {
+namespace tally::bin {
 
 struct FrontOptions {
   std::string policy_dir;  // empty: no policies
@@ -59,4 +59,4 @@ class Fronts {
   std::unique_ptr<RlsServer> grpc_;
 };
 
-}  // namespace tally::tallyd
+}  // namespace tally::bin

@@ -236,7 +236,7 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
 }  // namespace
 
 int main(int argc, char** argv) {
-  tally::Client::Options options;
+  tally::protocol::Client::Options options;
   options.port = 7420;
   bool json = false;
   std::string key;
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   app.add_option("--host", options.host, "tallyd address")->capture_default_str();
   app.add_option("--port", options.port, "tallyd port")->capture_default_str();
   app.add_option("--timeout-ms", options.timeout_ms, "Give up after this long")
-      ->check(tally::cli::InRange(1, 3'600'000))
+      ->check(tally::bin::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");
@@ -293,8 +293,8 @@ int main(int argc, char** argv) {
   policy_check.domain = domain;
   policy_check.hits = hits;
 
-  std::unique_ptr<tally::Client> client;
-  if (tally::Status status = tally::Client::Connect(options, &client); !status.ok()) {
+  std::unique_ptr<tally::protocol::Client> client;
+  if (tally::Status status = tally::protocol::Client::Connect(options, &client); !status.ok()) {
     return PrintError(json, "unavailable", status.message());
   }
   if (stats->parsed() || cluster->parsed()) {

@@ -64,33 +64,33 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_version_flag("--version", tally::VersionLine("tallyd"));
-  tally::tallyd::AddConfigOption(&app);
-  tally::tallyd::FrontOptions front_options;
-  tally::tallyd::AddFrontOptions(&app, &front_options);
+  tally::bin::AddConfigOption(&app);
+  tally::bin::FrontOptions front_options;
+  tally::bin::AddFrontOptions(&app, &front_options);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
-      ->check(tally::cli::InRange(0, 65'535))
+      ->check(tally::bin::InRange(0, 65'535))
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "Write the bound port to this file once listening (for --port 0)");
   app.add_option("--threads", server.threads, "Worker threads serving connections")
-      ->check(tally::cli::InRange(1, 256))
+      ->check(tally::bin::InRange(1, 256))
       ->capture_default_str();
   app.add_option("--max-connections", server.max_connections,
                  "Connections beyond this get an error and are closed")
-      ->check(tally::cli::InRange(1, 1'000'000))
+      ->check(tally::bin::InRange(1, 1'000'000))
       ->capture_default_str();
   app.add_option("--max-frame-bytes", server.limits.max_frame_bytes,
                  "Largest request frame accepted; larger ones close the connection")
-      ->check(tally::cli::InRange(64, int64_t{64} << 20))
+      ->check(tally::bin::InRange(64, int64_t{64} << 20))
       ->capture_default_str();
   app.add_option("--max-checks-per-request", server.limits.max_checks_per_request,
                  "Most checks in one request; more closes the connection")
-      ->check(tally::cli::InRange(1, 1'000'000))
+      ->check(tally::bin::InRange(1, 1'000'000))
       ->capture_default_str();
   app.add_option("--idle-timeout-ms", server.idle_timeout_ms,
                  "Close a connection that sends nothing for this long")
-      ->check(tally::cli::InRange(1, kHourMs))
+      ->check(tally::bin::InRange(1, kHourMs))
       ->capture_default_str();
   app.add_option("--frame-timeout-ms", server.frame_timeout_ms,
                  "Close a connection whose frame is not complete this long after its first byte")
@@ -103,19 +103,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
                  "Close a connection that does not take a response for this long")
-      ->check(tally::cli::InRange(1, kHourMs))
+      ->check(tally::bin::InRange(1, kHourMs))
       ->capture_default_str();
   app.add_option("--drain-timeout-ms", server.drain_timeout_ms,
                  "At shutdown, wait this long for in-flight requests")
-      ->check(tally::cli::InRange(0, kHourMs))
+      ->check(tally::bin::InRange(0, kHourMs))
       ->capture_default_str();
   app.add_option("--sweep-interval-ms", server.sweep_interval_ms,
                  "Free expired keys this often; 0 disables the periodic sweep")
-      ->check(tally::cli::InRange(0, kDayMs))
+      ->check(tally::bin::InRange(0, kDayMs))
       ->capture_default_str();
   app.add_option("--max-keys", limiter_options.max_keys,
                  "Most keys held; a check that needs a new key beyond it gets resource_exhausted")
-      ->check(tally::cli::InRange(1, kMostKeys))
+      ->check(tally::bin::InRange(1, kMostKeys))
       ->capture_default_str();
   app.add_option("--node-id", limiter_options.node_id,
                  "This node's id (its G-counter slot); 0: the one recorded in the data "
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   app.add_flag("--memory-only", memory_only, "Keep no state on disk: a restart forgets all counts");
   app.add_option("--flush-interval-ms", persister_options.flush_interval_ms,
                  "Write changed counters this often; a crash loses at most this much")
-      ->check(tally::cli::InRange(1, 60'000))
+      ->check(tally::bin::InRange(1, 60'000))
       ->capture_default_str();
   app.add_flag("--sync", sync,
                "fsync every flush (survives power loss); default: the WAL reaches the OS, "
@@ -138,22 +138,22 @@ int main(int argc, char** argv) {
   app.add_option("--compaction-interval-ms", persister_options.compaction_interval_ms,
                  "Compact the database this often, dropping expired counters; 0: only as "
                  "RocksDB compacts on its own")
-      ->check(tally::cli::InRange(0, 7 * kDayMs))
+      ->check(tally::bin::InRange(0, 7 * kDayMs))
       ->capture_default_str();
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
                  "for more. The node joins the cluster through any one that answers; listing "
                  "this node itself is fine. Without seeds or a secret, the node is local-only")
-      ->check(tally::cli::HostPortCheck());
+      ->check(tally::bin::HostPortCheck());
   app.add_option("--gossip-address", gossip_address,
                  "Address of the gossip port (default: --address)");
   app.add_option("--gossip-advertise", gossip_options.advertise_address,
                  "host:port other members dial to reach this node's gossip port (default: "
                  "--gossip-address and the bound port; required when that is 0.0.0.0 or ::)")
-      ->check(tally::cli::HostPortCheck());
+      ->check(tally::bin::HostPortCheck());
   app.add_option("--gossip-port", gossip_options.listen_port,
                  "TCP port peers send their state to; 0 picks a free one")
-      ->check(tally::cli::InRange(0, 65'535))
+      ->check(tally::bin::InRange(0, 65'535))
       ->capture_default_str();
   app.add_option("--gossip-port-file", gossip_port_file,
                  "Write the bound gossip port to this file once listening");
@@ -167,35 +167,35 @@ int main(int argc, char** argv) {
                  "is the first member of a cluster that others join");
   app.add_option("--gossip-interval-ms", gossip_options.interval_ms,
                  "Send the keys admitted to since the last round this often")
-      ->check(tally::cli::InRange(1, 10'000))
+      ->check(tally::bin::InRange(1, 10'000))
       ->capture_default_str();
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
                  "Send every live key to each peer this often (and after each reconnect)")
-      ->check(tally::cli::InRange(100, kDayMs))
+      ->check(tally::bin::InRange(100, kDayMs))
       ->capture_default_str();
   app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
                  "Send this node's heartbeat and membership table to every peer this often")
-      ->check(tally::cli::InRange(10, 10'000))
+      ->check(tally::bin::InRange(10, 10'000))
       ->capture_default_str();
   app.add_option("--suspect-after-ms", gossip_options.suspect_after_ms,
                  "A member whose heartbeat has not advanced for this long is suspect")
-      ->check(tally::cli::InRange(10, kHourMs))
+      ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--dead-after-ms", gossip_options.dead_after_ms,
                  "... and dead after this long (it still counts for the limits until it leaves)")
-      ->check(tally::cli::InRange(10, kHourMs))
+      ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
                  "At start, wait at most this long to join and for every live member's full "
                  "sync before serving")
-      ->check(tally::cli::InRange(0, kHourMs))
+      ->check(tally::bin::InRange(0, kHourMs))
       ->capture_default_str();
   app.add_flag("--escrow", escrow,
                "Near a limit, spend only this node's demand-weighted share of what remains per "
                "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
   app.add_option("--escrow-epoch-ms", escrow_epoch_ms,
                  "The epoch of --escrow; keep it several --gossip-interval-ms long")
-      ->check(tally::cli::InRange(10, 60'000))
+      ->check(tally::bin::InRange(10, 60'000))
       ->capture_default_str();
   app.add_option("--partition-mode", partition_mode,
                  "While some peers cannot be reached: fail-open enforces the whole limit from "
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
-  if (const std::optional<int> exit_code = tally::tallyd::ParseOrExit(app, argc, argv)) {
+  if (const std::optional<int> exit_code = tally::bin::ParseOrExit(app, argc, argv)) {
     return *exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -223,14 +223,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (tally::Status status =
-            tally::tallyd::ReadClusterSecret(cluster_secret_file, &gossip_options.cluster_secret);
+            tally::bin::ReadClusterSecret(cluster_secret_file, &gossip_options.cluster_secret);
         !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
     }
   }
-  std::unique_ptr<tally::tallyd::Fronts> fronts;
-  if (tally::Status status = tally::tallyd::Fronts::LoadPolicies(front_options, &fronts);
+  std::unique_ptr<tally::bin::Fronts> fronts;
+  if (tally::Status status = tally::bin::Fronts::LoadPolicies(front_options, &fronts);
       !status.ok()) {
     spdlog::error("not starting: {}", status.ToString());
     return 1;
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
     }
-    if (!gossip_port_file.empty() && !tally::tallyd::WritePortFile(gossip_port_file, gossip->port())) {
+    if (!gossip_port_file.empty() && !tally::bin::WritePortFile(gossip_port_file, gossip->port())) {
       spdlog::error("cannot write gossip port file {}", gossip_port_file);
       return 1;
     }
@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
     spdlog::error("{}", status.ToString());
     return 1;
   }
-  if (!port_file.empty() && !tally::tallyd::WritePortFile(port_file, daemon.port())) {
+  if (!port_file.empty() && !tally::bin::WritePortFile(port_file, daemon.port())) {
     spdlog::error("cannot write port file {}", port_file);
     return 1;
   }

@@ -15,7 +15,7 @@
 #include "node/common/status.h"
 #include "protocol/peer_auth.h"
 
-namespace tally::tallyd {
+namespace tally::bin {
 namespace {
 
 // A config file is a few dozen lines; anything this large is the wrong file.
@@ -150,4 +150,4 @@ bool WritePortFile(const std::string& path, uint16_t port) {
   return !ec;
 }
 
-}  // namespace tally::tallyd
+}  // namespace tally::bin

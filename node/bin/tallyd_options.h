@@ -13,7 +13,7 @@
 
 #include "node/common/status.h"
 
-namespace tally::tallyd {
+namespace tally::bin {
 
 // Adds --config to `app`: a TOML file whose keys are the long flags' names
 // (`max-keys = 1000`). Flags given override the file. The file is refused
@@ -38,4 +38,4 @@ Status ReadClusterSecret(const std::string& path, std::string* secret);
 // reader never sees half a number. False when it cannot be written.
 bool WritePortFile(const std::string& path, uint16_t port);
 
-}  // namespace tally::tallyd
+}  // namespace tally::bin

@@ -20,11 +20,6 @@
 
 namespace tally {
 
-using gossip::Frame;
-using gossip::GossipShared;
-using gossip::PeerLink;
-using gossip::PeerSession;
-using gossip::tcp;
 
 struct Gossip::Impl {
   Impl(const Options& gossip_options, Limiter* limiter)

@@ -7,7 +7,7 @@
 #include "node/gossip/gossip_peer.h"
 #include "node/net/acceptor.h"
 
-namespace tally::gossip {
+namespace tally {
 namespace {
 
 // A full sync queues its next shard only below this: it paces itself to the
@@ -285,4 +285,4 @@ void PeerLink::PublishStatus() {
   status.connects = connects_;
 }
 
-}  // namespace tally::gossip
+}  // namespace tally

@@ -30,7 +30,7 @@
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
 
-namespace tally::gossip {
+namespace tally {
 
 using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
@@ -211,4 +211,4 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   int64_t last_frame_ms_;
 };
 
-}  // namespace tally::gossip
+}  // namespace tally

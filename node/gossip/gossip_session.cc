@@ -7,7 +7,7 @@
 #include "node/gossip/gossip_peer.h"
 #include "node/net/acceptor.h"
 
-namespace tally::gossip {
+namespace tally {
 namespace {
 
 constexpr size_t kMinReadBytes = 4 * 1024;
@@ -253,4 +253,4 @@ void PeerSession::Heard(int sessions, uint64_t merged, bool synced) {
   }
 }
 
-}  // namespace tally::gossip
+}  // namespace tally

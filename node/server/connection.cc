@@ -8,7 +8,7 @@
 
 #include "node/net/acceptor.h"
 
-namespace tally::server {
+namespace tally {
 namespace {
 
 constexpr size_t kMinReadBytes = 4 * 1024;
@@ -195,4 +195,4 @@ bool Connection::RefuseFrame(protocol::ErrorCode code, std::string reply, std::s
   return false;
 }
 
-}  // namespace tally::server
+}  // namespace tally

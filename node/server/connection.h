@@ -28,7 +28,7 @@
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 
-namespace tally::server {
+namespace tally {
 
 using asio::ip::tcp;
 
@@ -115,4 +115,4 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool stop_requested_ = false;
 };
 
-}  // namespace tally::server
+}  // namespace tally

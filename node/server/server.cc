@@ -15,11 +15,6 @@
 
 namespace tally {
 
-using server::Connection;
-using server::ErrorFrame;
-using server::LogFailure;
-using server::Worker;
-using server::tcp;
 
 struct Server::Impl {
   Impl(const Options& opts, Limiter* lim, const Clock* clk)

@@ -253,7 +253,7 @@ double Percentile(std::vector<double> values, double p) {
 // 2. Convergence latency.
 void Convergence(const Settings& settings, LocalCluster& cluster) {
   const size_t nodes = cluster.size();
-  std::vector<std::unique_ptr<tally::Client>> clients(nodes);
+  std::vector<std::unique_ptr<tally::protocol::Client>> clients(nodes);
   for (size_t node = 0; node < nodes; ++node) {
     if (Status status = cluster.Connect(node, &clients[node]); !status.ok()) Die("connect", status);
   }

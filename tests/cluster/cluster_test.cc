@@ -52,8 +52,8 @@ std::unique_ptr<LocalCluster> StartCluster(size_t nodes, bool gossip = true,
   return cluster;
 }
 
-std::unique_ptr<Client> ConnectTo(const LocalCluster& cluster, size_t node) {
-  std::unique_ptr<Client> client;
+std::unique_ptr<protocol::Client> ConnectTo(const LocalCluster& cluster, size_t node) {
+  std::unique_ptr<protocol::Client> client;
   const Status status = cluster.Connect(node, &client);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   return client;
@@ -232,7 +232,7 @@ TEST_CASE("cluster: a node killed under load takes its counts back from its peer
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> shared_admitted{0};
   std::thread load([&] {  // on the other nodes throughout
-    std::unique_ptr<Client> clients[2];
+    std::unique_ptr<protocol::Client> clients[2];
     if (!cluster->Connect(0, &clients[0]).ok() || !cluster->Connect(2, &clients[1]).ok()) return;
     for (int i = 0; !stop; ++i) {
       protocol::CheckOutcome outcome;
@@ -339,7 +339,7 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
     encoder.Finish(&frames);
     return frames.at(0);
   };
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
   REQUIRE(node->Connect(&client).ok());
   const auto remaining = [&] { return MustCheck(*client, {"k", spec, 0}).remaining; };
 
@@ -393,7 +393,7 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
               &outsider)
               .ok());
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
   REQUIRE(outsider->Connect(&client).ok());
   for (int i = 0; i < 50; ++i) CHECK(MustCheck(*client, {"intruder", spec, 1}).allowed);
   CHECK(PollUntil([&] {

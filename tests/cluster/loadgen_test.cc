@@ -9,12 +9,12 @@
 #include "cluster/latency_histogram.h"
 #include "cluster/resp.h"
 
-namespace tally {
+namespace tally::cluster {
 namespace {
 
-using resp::ParseReply;
-using resp::RespParse;
-using resp::RespValue;
+
+
+
 
 // Parses `bytes`, which must hold exactly one complete reply.
 RespValue ParseWhole(std::string_view bytes) {
@@ -101,7 +101,7 @@ TEST_CASE("resp rejects malformed replies") {
   CHECK(StateOf("*99999999999\r\n") == RespParse::State::kInvalid);  // absurd count
   CHECK(StateOf("\r\n") == RespParse::State::kInvalid);              // empty line
   std::string nested;
-  for (int i = 0; i <= resp::kMaxNesting + 1; ++i) nested += "*1\r\n";
+  for (int i = 0; i <= cluster::kMaxNesting + 1; ++i) nested += "*1\r\n";
   CHECK(StateOf(nested + ":1\r\n") == RespParse::State::kInvalid);
   CHECK(StateOf(std::string(100 * 1024, 'x')) == RespParse::State::kInvalid);  // no CRLF
 }
@@ -110,16 +110,16 @@ TEST_CASE("resp rejects malformed replies") {
 TEST_CASE("resp encodes commands as arrays of bulk strings") {
   std::string out;
   const std::string_view args[] = {"INCR", "k:1"};
-  resp::AppendCommand(args, &out);
+  cluster::AppendCommand(args, &out);
   CHECK(out == "*2\r\n$4\r\nINCR\r\n$3\r\nk:1\r\n");
   const std::string_view empty[] = {""};
-  resp::AppendCommand(empty, &out);
+  cluster::AppendCommand(empty, &out);
   CHECK(out == "*2\r\n$4\r\nINCR\r\n$3\r\nk:1\r\n*1\r\n$0\r\n\r\n");
 }
 
 // The reader yields pipelined replies one by one, across receive boundaries.
 TEST_CASE("resp reader splits pipelined replies across reads") {
-  resp::RespReader reader;
+  cluster::RespReader reader;
   auto receive = [&reader](std::string_view bytes) {
     const auto room = reader.writable(bytes.size());
     std::memcpy(room.data(), bytes.data(), bytes.size());
@@ -186,4 +186,4 @@ TEST_CASE("latency histogram merge equals recording everything in one") {
 }
 
 }  // namespace
-}  // namespace tally
+}  // namespace tally::cluster

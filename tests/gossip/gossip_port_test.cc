@@ -74,7 +74,7 @@ struct GossipNode {
 
   testing::TempDir dir;
   std::unique_ptr<TallydProcess> process;
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
 };
 
 // At --max-gossip-connections sessions a new connection is closed before

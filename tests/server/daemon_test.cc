@@ -26,8 +26,8 @@ std::unique_ptr<TallydProcess> StartTallyd(const std::vector<std::string>& args 
   return process;
 }
 
-std::unique_ptr<Client> ConnectTo(const TallydProcess& process) {
-  std::unique_ptr<Client> client;
+std::unique_ptr<protocol::Client> ConnectTo(const TallydProcess& process) {
+  std::unique_ptr<protocol::Client> client;
   const Status status = process.Connect(&client);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
   return client;
@@ -95,7 +95,7 @@ TEST_CASE("daemon: many concurrent connections share one limit") {
   std::vector<std::thread> threads;
   for (int c = 0; c < kClients; ++c) {
     threads.emplace_back([&] {
-      std::unique_ptr<Client> client;
+      std::unique_ptr<protocol::Client> client;
       if (!tallyd->Connect(&client).ok()) {
         ++failures;
         return;
@@ -128,7 +128,7 @@ TEST_CASE("daemon: clean shutdown on SIGTERM") {
   CHECK(tallyd->SignalAndWait(SIGTERM, 10'000) == 0);
   protocol::Response response;
   CHECK(idle->Receive(&response).code() == Status::Code::kUnavailable);  // closed, no reply
-  std::unique_ptr<Client> late;
+  std::unique_ptr<protocol::Client> late;
   CHECK_FALSE(tallyd->Connect(&late).ok());
 }
 

@@ -39,8 +39,8 @@ struct Node {
     const Status status = testing::StartTallyd(args, &process);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
   }
-  std::unique_ptr<Client> Connect() const {
-    std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> Connect() const {
+    std::unique_ptr<protocol::Client> client;
     const Status status = process->Connect(&client);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
     return client;

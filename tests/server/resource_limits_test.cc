@@ -43,7 +43,7 @@ std::string FrameHeader(uint32_t frame_bytes) {
 
 // A client that connects and gets a decision (not an error) within its timeout.
 bool NewClientServed(const TallydProcess& process) {
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
   if (!process.Connect(&client).ok()) return false;
   protocol::CheckOutcome outcome;
   return client->Check({"new-client", kSpec, 1}, &outcome).ok() &&
@@ -67,7 +67,7 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
-  std::unique_ptr<Client> open_before;
+  std::unique_ptr<protocol::Client> open_before;
   REQUIRE(node->Connect(&open_before).ok());
   CHECK(testing::MustCheck(*open_before, {"open-before", kSpec, 1}).allowed);
 
@@ -138,7 +138,7 @@ TEST_CASE("limits: a frame dripped a byte at a time is closed at --frame-timeout
 // served, and once the big frame's connection goes, a big request is.
 TEST_CASE("limits: past --max-buffer-bytes a big frame is refused with resource_exhausted") {
   auto node = StartTallyd({"--memory-only", "--max-buffer-bytes", "512000"});
-  std::unique_ptr<Client> hog, late;
+  std::unique_ptr<protocol::Client> hog, late;
   REQUIRE(node->Connect(&hog).ok());
   // 400 KiB of a 1 MiB frame: its buffer grows to 512 KiB, 496 KiB of the budget.
   REQUIRE(hog->SendRaw(FrameHeader(1 << 20) + std::string(400 * 1024 - 8, '\0')).ok());
@@ -156,7 +156,7 @@ TEST_CASE("limits: past --max-buffer-bytes a big frame is refused with resource_
   const std::string key(100, 'k');
   const std::vector<protocol::Check> big(2'000, protocol::Check{key, kSpec, 1});
   CHECK(testing::PollUntil([&] {  // the node notices the close asynchronously
-    std::unique_ptr<Client> client;
+    std::unique_ptr<protocol::Client> client;
     std::vector<protocol::CheckOutcome> outcomes;
     return node->Connect(&client).ok() && client->CheckBatch(big, &outcomes).ok();
   }, 2'000));
@@ -190,7 +190,7 @@ TEST_CASE("limits: an idle connection keeps no memory a large request grew") {
   for (int i = 0; i < 5'000; ++i) keys.push_back(std::string(100, 'k') + std::to_string(i));
   std::vector<protocol::Check> checks;
   for (const std::string& key : keys) checks.push_back({key, kSpec, 1});
-  std::vector<std::unique_ptr<Client>> idle;
+  std::vector<std::unique_ptr<protocol::Client>> idle;
   for (int i = 0; i < 40; ++i) {
     idle.emplace_back();
     REQUIRE(node->Connect(&idle.back()).ok());

@@ -86,7 +86,7 @@ TEST_CASE("tallyd start: a valid config file applies") {
   std::unique_ptr<testing::TallydProcess> tallyd;
   const Status started = testing::StartTallyd({"--memory-only", "--config", path}, &tallyd);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
   REQUIRE(tallyd->Connect(&client).ok());
   const LimitSpec spec{Algorithm::kFixedWindow, 10, 3'600'000};
   CHECK(testing::MustCheck(*client, {"first", spec, 1}).allowed);

@@ -65,8 +65,8 @@ struct Node {
     REQUIRE_MESSAGE(status.ok(), status.ToString());
     client = Connect();
   }
-  std::unique_ptr<Client> Connect() const {
-    std::unique_ptr<Client> connected;
+  std::unique_ptr<protocol::Client> Connect() const {
+    std::unique_ptr<protocol::Client> connected;
     const Status status = process->Connect(&connected);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
     return connected;
@@ -84,7 +84,7 @@ struct Node {
   }
 
   std::unique_ptr<TallydProcess> process;
-  std::unique_ptr<Client> client;
+  std::unique_ptr<protocol::Client> client;
 };
 
 // Runs a tallyd that should refuse to start. Returns its exit code (-1 if it
@@ -112,7 +112,7 @@ std::vector<Limit> LimitsOverAlgorithms(const std::string& prefix, size_t count,
 }
 
 // One CheckBatch over `limits`, limits[i] with cost_of(i); the decisions in order.
-std::vector<Decision> CheckAll(Client& client, const std::vector<Limit>& limits,
+std::vector<Decision> CheckAll(protocol::Client& client, const std::vector<Limit>& limits,
                                const std::function<uint64_t(size_t)>& cost_of) {
   std::vector<Check> checks;
   for (size_t i = 0; i < limits.size(); ++i) {
@@ -141,7 +141,7 @@ size_t CountAllowed(const std::vector<Decision>& decisions) {
 }
 
 // What a peek (cost 0) says remains, per limit.
-std::vector<uint64_t> PeekRemaining(Client& client, const std::vector<Limit>& limits) {
+std::vector<uint64_t> PeekRemaining(protocol::Client& client, const std::vector<Limit>& limits) {
   std::vector<uint64_t> remaining;
   for (const Decision& decision : CheckAll(client, limits, Cost(0))) {
     remaining.push_back(decision.remaining);

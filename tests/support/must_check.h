@@ -8,7 +8,7 @@
 
 namespace tally::testing {
 
-inline Decision MustCheck(Client& client, const protocol::Check& check) {
+inline Decision MustCheck(protocol::Client& client, const protocol::Check& check) {
   protocol::CheckOutcome outcome;
   const Status status = client.Check(check, &outcome);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
