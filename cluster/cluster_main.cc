@@ -25,9 +25,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "node/common/version.h"
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
+#include "node/common/version.h"
 
 namespace {
 
@@ -50,7 +50,8 @@ int Fail(const tally::Status& status) {
 }
 
 // One side of the demo: start, drive, print, stop.
-tally::Status DemoRun(const LocalCluster::Options& options, const tally::cluster::DemandOptions& demand,
+tally::Status DemoRun(const LocalCluster::Options& options,
+                      const tally::cluster::DemandOptions& demand,
                       std::vector<tally::cluster::WindowTally>* tallies) {
   std::unique_ptr<LocalCluster> cluster;
   if (tally::Status status = LocalCluster::Start(options, &cluster); !status.ok()) return status;
@@ -59,21 +60,25 @@ tally::Status DemoRun(const LocalCluster::Options& options, const tally::cluster
 
 int Demo(LocalCluster::Options options, tally::cluster::DemandOptions demand, double factor) {
   demand.demand_per_window = static_cast<uint64_t>(factor * static_cast<double>(demand.spec.limit));
-  std::printf("tally demo: %zu nodes on 127.0.0.1, sliding_counter limit %llu per %llu ms, clients\n"
-              "round-robin over the nodes at %.1fx the limit (%llu checks a window)\n\n",
-              options.nodes, static_cast<unsigned long long>(demand.spec.limit),
-              static_cast<unsigned long long>(demand.spec.window_ms), factor,
-              static_cast<unsigned long long>(demand.demand_per_window));
+  std::printf(
+      "tally demo: %zu nodes on 127.0.0.1, sliding_counter limit %llu per %llu ms, clients\n"
+      "round-robin over the nodes at %.1fx the limit (%llu checks a window)\n\n",
+      options.nodes, static_cast<unsigned long long>(demand.spec.limit),
+      static_cast<unsigned long long>(demand.spec.window_ms), factor,
+      static_cast<unsigned long long>(demand.demand_per_window));
   std::vector<tally::cluster::WindowTally> local_only, tally_cluster;
   options.gossip = false;
   std::printf("running local-only nodes (each limits alone, as without a shared store)...\n");
-  if (tally::Status status = DemoRun(options, demand, &local_only); !status.ok()) return Fail(status);
+  if (tally::Status status = DemoRun(options, demand, &local_only); !status.ok())
+    return Fail(status);
   options.gossip = true;
   std::printf("running a tally cluster (gossip every 50 ms)...\n\n");
-  if (tally::Status status = DemoRun(options, demand, &tally_cluster); !status.ok()) return Fail(status);
+  if (tally::Status status = DemoRun(options, demand, &tally_cluster); !status.ok())
+    return Fail(status);
 
   std::string nodes_header;
-  for (size_t node = 0; node < options.nodes; ++node) nodes_header += " node" + std::to_string(node);
+  for (size_t node = 0; node < options.nodes; ++node)
+    nodes_header += " node" + std::to_string(node);
   std::printf("admitted per window   | local-only:%s   total/limit | tally:%s   total/limit\n",
               nodes_header.c_str(), nodes_header.c_str());
   const auto row = [&](const tally::cluster::WindowTally& tally) {
@@ -84,16 +89,20 @@ int Demo(LocalCluster::Options options, tally::cluster::DemandOptions demand, do
       text += cell;
     }
     char total[48];
-    std::snprintf(total, sizeof(total), "  %5llu (%.2fx)", static_cast<unsigned long long>(tally.total_admitted()),
-                  static_cast<double>(tally.total_admitted()) / static_cast<double>(demand.spec.limit));
+    std::snprintf(
+        total, sizeof(total), "  %5llu (%.2fx)",
+        static_cast<unsigned long long>(tally.total_admitted()),
+        static_cast<double>(tally.total_admitted()) / static_cast<double>(demand.spec.limit));
     return text + total;
   };
   for (size_t w = 0; w < local_only.size() && w < tally_cluster.size(); ++w) {
-    std::printf("window %-14zu |%s |%s\n", w + 1, row(local_only[w]).c_str(), row(tally_cluster[w]).c_str());
+    std::printf("window %-14zu |%s |%s\n", w + 1, row(local_only[w]).c_str(),
+                row(tally_cluster[w]).c_str());
   }
-  std::printf("\nLocal-only nodes each admit the whole limit: %zux it in all. The tally cluster admits\n"
-              "about the limit: each node decides locally and learns the others' counts by gossip.\n",
-              options.nodes);
+  std::printf(
+      "\nLocal-only nodes each admit the whole limit: %zux it in all. The tally cluster admits\n"
+      "about the limit: each node decides locally and learns the others' counts by gossip.\n",
+      options.nodes);
   return 0;
 }
 
@@ -108,8 +117,8 @@ void PrintPorts(const LocalCluster& cluster) {
                 std::string(tally::protocol::MemberStateName(member.state));
       }
     }
-    std::printf("node %zu (id %zu): %s, client port %u, log %s/node%zu/stderr.log%s\n", node, node + 1,
-                cluster.running(node) ? "running" : "stopped", cluster.client_port(node),
+    std::printf("node %zu (id %zu): %s, client port %u, log %s/node%zu/stderr.log%s\n", node,
+                node + 1, cluster.running(node) ? "running" : "stopped", cluster.client_port(node),
                 cluster.root().c_str(), node, view.c_str());
   }
 }
@@ -144,7 +153,8 @@ bool Command(LocalCluster& cluster, const std::string& line) {
     } else if (verb == "heal") {
       cluster.Heal();
     } else if (!verb.empty()) {
-      std::printf("commands: status | kill N | stop N | restart N | cut A[,A...] B[,B...] | heal | quit\n");
+      std::printf(
+          "commands: status | kill N | stop N | restart N | cut A[,A...] B[,B...] | heal | quit\n");
     }
   } catch (const std::exception&) {
     std::printf("bad node number in '%s'\n", line.c_str());
@@ -155,8 +165,10 @@ bool Command(LocalCluster& cluster, const std::string& line) {
 
 int Up(const LocalCluster::Options& options) {
   std::unique_ptr<LocalCluster> cluster;
-  if (tally::Status status = LocalCluster::Start(options, &cluster); !status.ok()) return Fail(status);
-  std::printf("tally cluster of %zu nodes up; data under %s\n", cluster->size(), cluster->root().c_str());
+  if (tally::Status status = LocalCluster::Start(options, &cluster); !status.ok())
+    return Fail(status);
+  std::printf("tally cluster of %zu nodes up; data under %s\n", cluster->size(),
+              cluster->root().c_str());
   PrintPorts(*cluster);
   std::printf("try: tallyctl --port %u check user:42; commands: help\n", cluster->client_port(0));
   std::fflush(stdout);
@@ -194,13 +206,15 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", options.nodes, "Nodes in the cluster")
       ->check(CLI::Range(size_t{1}, size_t{16}))
       ->capture_default_str();
-  CLI::App* demo = app.add_subcommand("demo", "Local-only nodes against a tally cluster, side by side");
+  CLI::App* demo =
+      app.add_subcommand("demo", "Local-only nodes against a tally cluster, side by side");
   demo->add_option("--limit", demand.spec.limit, "The limit per window")->capture_default_str();
   demo->add_option("--window-ms", demand.spec.window_ms, "The window")->capture_default_str();
   demo->add_option("--windows", demand.windows, "Windows to run")->capture_default_str();
   demo->add_option("--demand", factor, "Demand, in multiples of the limit")->capture_default_str();
   CLI::App* up = app.add_subcommand("up", "Start a cluster and take commands on stdin");
-  up->add_option("--root", options.root, "Directory for the nodes' data (default: a temporary one)");
+  up->add_option("--root", options.root,
+                 "Directory for the nodes' data (default: a temporary one)");
   up->add_option("tallyd_flags", options.node_args, "Flags for every tallyd (after --)");
   CLI11_PARSE(app, argc, argv);
 

@@ -53,7 +53,8 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
   for (size_t node = 0; node < nodes; ++node) {
     const double per_window = shares[node] * static_cast<double>(options.demand_per_window);
     if (per_window <= 0) continue;
-    const auto period = std::chrono::nanoseconds(static_cast<int64_t>(1e6 * static_cast<double>(window_ms) / per_window));
+    const auto period = std::chrono::nanoseconds(
+        static_cast<int64_t>(1e6 * static_cast<double>(window_ms) / per_window));
     clients.emplace_back([&, node, period] {
       std::unique_ptr<protocol::Client> client;
       if (!cluster.Connect(node, &client).ok()) {

@@ -37,7 +37,8 @@ void LatencyHistogram::Merge(const LatencyHistogram& other) {
 
 uint64_t LatencyHistogram::PercentileNs(double q) const {
   if (count_ == 0) return 0;
-  const auto wanted = static_cast<uint64_t>(std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count_)));
+  const auto wanted =
+      static_cast<uint64_t>(std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count_)));
   const uint64_t rank = std::max<uint64_t>(wanted, 1);
   uint64_t seen = 0;
   for (size_t bucket = 0; bucket < kBucketCount; ++bucket) {

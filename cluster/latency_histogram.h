@@ -35,7 +35,8 @@ class LatencyHistogram {
   uint64_t PercentileNs(double q) const;
 
  private:
-  static constexpr size_t kBucketCount = kSubBuckets + (kMaxExponent - kSubBucketBits) * kSubBuckets;
+  static constexpr size_t kBucketCount =
+      kSubBuckets + (kMaxExponent - kSubBucketBits) * kSubBuckets;
 
   static size_t BucketOf(uint64_t latency_ns);
   // The midpoint of the values that fall into `bucket`.

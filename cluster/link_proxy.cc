@@ -1,13 +1,13 @@
 #include "cluster/link_proxy.h"
 
-#include <asio.hpp>
-
 #include <atomic>
 #include <future>
 #include <set>
 #include <span>
 #include <thread>
 #include <vector>
+
+#include <asio.hpp>
 
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
@@ -142,8 +142,8 @@ struct ProxyHub::Impl {
     std::vector<char> buffer(64 * 1024);
     for (;;) {
       asio::error_code ec;
-      const size_t read = co_await from.async_read_some(asio::buffer(buffer),
-                                                        asio::redirect_error(asio::use_awaitable, ec));
+      const size_t read = co_await from.async_read_some(
+          asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       co_await asio::async_write(to, asio::buffer(buffer.data(), read),
                                  asio::redirect_error(asio::use_awaitable, ec));

@@ -1,13 +1,14 @@
 #include "cluster/loadgen.h"
 
 #include <algorithm>
-#include <asio.hpp>
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <asio.hpp>
 
 #include "cluster/target_session.h"
 
@@ -59,9 +60,12 @@ struct Shared {
 
 // One connection; owned by its worker's thread.
 struct Connection {
-  Connection(asio::io_context& io, const tcp::resolver::results_type& addresses, std::string peer_name,
-             std::unique_ptr<Session> wire_session)
-      : socket(io), endpoints(addresses), peer(std::move(peer_name)), session(std::move(wire_session)) {}
+  Connection(asio::io_context& io, const tcp::resolver::results_type& addresses,
+             std::string peer_name, std::unique_ptr<Session> wire_session)
+      : socket(io),
+        endpoints(addresses),
+        peer(std::move(peer_name)),
+        session(std::move(wire_session)) {}
 
   tcp::socket socket;
   const tcp::resolver::results_type& endpoints;
@@ -94,7 +98,8 @@ asio::awaitable<void> Watchdog(Shared& shared, Worker& worker) {
     const uint64_t now_ns = NowNs();
     for (const auto& connection : worker.connections) {
       const bool aborted = shared.aborted.load(std::memory_order_relaxed);
-      if (!connection->active || (!aborted && now_ns - connection->last_progress_ns < stall_ns)) continue;
+      if (!connection->active || (!aborted && now_ns - connection->last_progress_ns < stall_ns))
+        continue;
       if (!aborted) {
         shared.Fail(Status::Unavailable(connection->peer + " did not answer for " +
                                         std::to_string(shared.options.stall_timeout_ms) + " ms"));
@@ -120,9 +125,9 @@ asio::awaitable<bool> Receive(Shared& shared, Connection& connection) {
       asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) {
     if (!shared.aborted.load(std::memory_order_relaxed)) {
-      shared.Fail(
-          Status::IOError(connection.peer + (ec == asio::error::eof ? " closed the connection"
-                                                                    : ": read failed: " + ec.message())));
+      shared.Fail(Status::IOError(connection.peer + (ec == asio::error::eof
+                                                         ? " closed the connection"
+                                                         : ": read failed: " + ec.message())));
     }
     co_return false;
   }
@@ -156,7 +161,8 @@ asio::awaitable<void> Open(Shared& shared, Worker& worker, Connection& connectio
     connection.session->AppendHandshake(&connection.out);
     if (!connection.out.empty()) healthy = co_await Send(shared, connection);
   } else {
-    shared.Fail(Status::Unavailable("could not connect to " + connection.peer + ": " + ec.message()));
+    shared.Fail(
+        Status::Unavailable("could not connect to " + connection.peer + ": " + ec.message()));
   }
   while (healthy) {
     bool done = false;
@@ -197,9 +203,9 @@ asio::awaitable<void> Drive(Shared& shared, Worker& worker, Connection& connecti
     for (bool done = true; healthy && done;) {
       const Status status = connection.session->TakeReply(&done, &worker.stats.replies);
       if (!status.ok() || (done && connection.sent_ns.empty())) {
-        shared.Fail(
-            Status::Corruption(connection.peer + ": " +
-                               (status.ok() ? "a reply to no request" : std::string(status.message()))));
+        shared.Fail(Status::Corruption(
+            connection.peer + ": " +
+            (status.ok() ? "a reply to no request" : std::string(status.message()))));
         healthy = false;
       } else if (done) {
         worker.stats.latency.Record(now_ns - connection.sent_ns.front());
@@ -267,7 +273,8 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
       asio::error_code ec;
       addresses.push_back(resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec));
       peers.push_back(FormatHostPort(endpoint.host, endpoint.port));
-      if (ec) return Status::InvalidArgument("cannot resolve " + peers.back() + ": " + ec.message());
+      if (ec)
+        return Status::InvalidArgument("cannot resolve " + peers.back() + ": " + ec.message());
     }
   }
 
@@ -277,18 +284,20 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
     Worker& worker = *workers[static_cast<size_t>(i % options.threads)];
     const size_t endpoint = static_cast<size_t>(i) % addresses.size();
     const uint64_t seed = options.seed * 1'000'003 + static_cast<uint64_t>(i);
-    worker.connections.push_back(std::make_unique<Connection>(worker.io, addresses[endpoint], peers[endpoint],
-                                                              NewSession(options, shared.keys, seed)));
+    worker.connections.push_back(std::make_unique<Connection>(
+        worker.io, addresses[endpoint], peers[endpoint], NewSession(options, shared.keys, seed)));
   }
 
-  RunPhase(shared, workers,
-           [&shared](Worker& worker, Connection& connection) { return Open(shared, worker, connection); });
+  RunPhase(shared, workers, [&shared](Worker& worker, Connection& connection) {
+    return Open(shared, worker, connection);
+  });
   if (!shared.failure.ok()) return shared.failure;
 
   const uint64_t start_ns = NowNs();
   if (options.duration_ms > 0) shared.deadline_ns = start_ns + options.duration_ms * 1'000'000;
-  RunPhase(shared, workers,
-           [&shared](Worker& worker, Connection& connection) { return Drive(shared, worker, connection); });
+  RunPhase(shared, workers, [&shared](Worker& worker, Connection& connection) {
+    return Drive(shared, worker, connection);
+  });
   if (!shared.failure.ok()) return shared.failure;
 
   *result = LoadResult();
@@ -311,12 +320,9 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
 
 std::string_view LoadTargetName(LoadTarget target) {
   switch (target) {
-    case LoadTarget::kTally:
-      return "tally";
-    case LoadTarget::kRedisLua:
-      return "redis-lua";
-    case LoadTarget::kRedisIncr:
-      return "redis-incr";
+    case LoadTarget::kTally: return "tally";
+    case LoadTarget::kRedisLua: return "redis-lua";
+    case LoadTarget::kRedisIncr: return "redis-incr";
   }
   return "unknown";
 }

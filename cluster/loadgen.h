@@ -68,7 +68,7 @@ struct LoadResult {
 // SCRIPT LOAD, before the clock starts), runs the load, closes them.
 Status RunLoad(const LoadOptions& options, LoadResult* result);
 
-std::string_view LoadTargetName(LoadTarget target);                  // "tally", "redis-lua", "redis-incr"
+std::string_view LoadTargetName(LoadTarget target);  // "tally", "redis-lua", "redis-incr"
 std::string_view KeyDistributionName(KeyDistribution distribution);  // "uniform", "zipf"
 
 }  // namespace tally::cluster

@@ -2,7 +2,6 @@
 // benchmarks on loopback. Prints one table row (and optionally writes a JSON
 // object); see --help. Exit status: 0 on success, 1 when replies reported
 // errors, 2 when the run could not start or aborted.
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -10,15 +9,18 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "cluster/loadgen.h"
 #include "node/common/host_port.h"
-#include "node/common/version.h"
 #include "node/common/json.h"
+#include "node/common/version.h"
 
 namespace tally::cluster {
 namespace {
 
-constexpr LoadTarget kTargets[] = {LoadTarget::kTally, LoadTarget::kRedisLua, LoadTarget::kRedisIncr};
+constexpr LoadTarget kTargets[] = {LoadTarget::kTally, LoadTarget::kRedisLua,
+                                   LoadTarget::kRedisIncr};
 constexpr KeyDistribution kDistributions[] = {KeyDistribution::kUniform, KeyDistribution::kZipf};
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
@@ -44,7 +46,8 @@ double PerSecond(uint64_t count, double duration_s) {
   return duration_s > 0 ? static_cast<double>(count) / duration_s : 0;
 }
 
-std::string ResultJson(const std::string& label, const LoadOptions& options, const LoadResult& result) {
+std::string ResultJson(const std::string& label, const LoadOptions& options,
+                       const LoadResult& result) {
   char numbers[1024];
   std::snprintf(
       numbers, sizeof(numbers),
@@ -53,38 +56,45 @@ std::string ResultJson(const std::string& label, const LoadOptions& options, con
       "\"requests_per_s\": %.1f, \"decisions_per_s\": %.1f, \"allowed\": %llu, "
       "\"denied\": %llu, \"errors\": %llu, \"p50_us\": %.1f, \"p99_us\": %.1f, "
       "\"p999_us\": %.1f, \"max_us\": %.1f",
-      options.connections, options.depth, options.batch, static_cast<unsigned long long>(options.keys),
+      options.connections, options.depth, options.batch,
+      static_cast<unsigned long long>(options.keys),
       std::string(KeyDistributionName(options.distribution)).c_str(), result.duration_s,
-      static_cast<unsigned long long>(result.requests), static_cast<unsigned long long>(result.decisions),
+      static_cast<unsigned long long>(result.requests),
+      static_cast<unsigned long long>(result.decisions),
       PerSecond(result.requests, result.duration_s), PerSecond(result.decisions, result.duration_s),
-      static_cast<unsigned long long>(result.allowed), static_cast<unsigned long long>(result.denied),
+      static_cast<unsigned long long>(result.allowed),
+      static_cast<unsigned long long>(result.denied),
       static_cast<unsigned long long>(result.errors), Micros(result.latency.PercentileNs(0.5)),
       Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
       Micros(result.latency.max_ns()));
-  return "{\"label\": " + JsonString(label) + ", \"target\": " + JsonString(LoadTargetName(options.target)) +
-         ", " + numbers + "}";
+  return "{\"label\": " + JsonString(label) +
+         ", \"target\": " + JsonString(LoadTargetName(options.target)) + ", " + numbers + "}";
 }
 
-void PrintRow(const std::string& label, const LoadOptions& options, const LoadResult& result, bool header) {
+void PrintRow(const std::string& label, const LoadOptions& options, const LoadResult& result,
+              bool header) {
   if (header) {
-    std::printf("%-24s %-10s %5s %5s %5s %13s %12s %9s %9s %9s %9s %11s %11s %7s\n", "label", "target",
-                "conns", "depth", "batch", "decisions/s", "requests/s", "p50_us", "p99_us", "p999_us",
-                "max_us", "allowed", "denied", "errors");
+    std::printf("%-24s %-10s %5s %5s %5s %13s %12s %9s %9s %9s %9s %11s %11s %7s\n", "label",
+                "target", "conns", "depth", "batch", "decisions/s", "requests/s", "p50_us",
+                "p99_us", "p999_us", "max_us", "allowed", "denied", "errors");
   }
-  std::printf("%-24s %-10s %5d %5d %5d %13.0f %12.0f %9.1f %9.1f %9.1f %9.1f %11llu %11llu %7llu\n",
-              label.c_str(), std::string(LoadTargetName(options.target)).c_str(), options.connections,
-              options.depth, options.batch, PerSecond(result.decisions, result.duration_s),
-              PerSecond(result.requests, result.duration_s), Micros(result.latency.PercentileNs(0.5)),
-              Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
-              Micros(result.latency.max_ns()), static_cast<unsigned long long>(result.allowed),
-              static_cast<unsigned long long>(result.denied), static_cast<unsigned long long>(result.errors));
+  std::printf(
+      "%-24s %-10s %5d %5d %5d %13.0f %12.0f %9.1f %9.1f %9.1f %9.1f %11llu %11llu %7llu\n",
+      label.c_str(), std::string(LoadTargetName(options.target)).c_str(), options.connections,
+      options.depth, options.batch, PerSecond(result.decisions, result.duration_s),
+      PerSecond(result.requests, result.duration_s), Micros(result.latency.PercentileNs(0.5)),
+      Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
+      Micros(result.latency.max_ns()), static_cast<unsigned long long>(result.allowed),
+      static_cast<unsigned long long>(result.denied),
+      static_cast<unsigned long long>(result.errors));
 }
 
 int Main(int argc, char** argv) {
   CLI::App app{"tally-loadgen: closed-loop load against tallyd or Redis, for loopback benchmarks."};
   app.set_version_flag("--version", tally::VersionLine("tally-loadgen"));
   app.footer(
-      "Each connection keeps --depth requests in flight until --duration-ms has passed or --requests\n"
+      "Each connection keeps --depth requests in flight until --duration-ms has passed or "
+      "--requests\n"
       "have been sent, then waits for the replies and closes. Exit status: 0 on success, 1 when\n"
       "replies reported errors, 2 when a connection failed or a reply was not understood.");
   LoadOptions options;
@@ -122,9 +132,11 @@ int Main(int argc, char** argv) {
   app.add_option("--zipf-s", options.zipf_s, "zipf exponent (key of rank r has weight 1/r^s)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 10.0));
-  auto* duration = app.add_option("--duration-ms", options.duration_ms,
-                                  "run this long (default 5000 unless --requests is given; 0: no limit)");
-  app.add_option("--requests", options.max_requests, "stop after this many requests in total (0: no limit)");
+  auto* duration =
+      app.add_option("--duration-ms", options.duration_ms,
+                     "run this long (default 5000 unless --requests is given; 0: no limit)");
+  app.add_option("--requests", options.max_requests,
+                 "stop after this many requests in total (0: no limit)");
   app.add_option("--algorithm", algorithm, "tally's algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember(Names(kAlgorithms, AlgorithmName)));
@@ -142,7 +154,8 @@ int Main(int argc, char** argv) {
                  "abort when a connection gets no reply for this long")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{3'600'000}));
-  app.add_option("--label", label, "the run's name in the table and the JSON (default: the target)");
+  app.add_option("--label", label,
+                 "the run's name in the table and the JSON (default: the target)");
   app.add_option("--json", json_path, "also write the result to this file as a JSON object");
   app.add_flag("--no-header", no_header, "print the table row without the header line");
   CLI11_PARSE(app, argc, argv);

@@ -1,16 +1,15 @@
 #include "cluster/local_cluster.h"
 
-#include <algorithm>
-
-#include "protocol/peer_auth.h"
-
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "protocol/peer_auth.h"
 
 namespace tally::cluster {
 namespace {
@@ -77,9 +76,9 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
                         {"--cluster-secret-file", secret_path(), "--gossip-advertise",
                          "127.0.0.1:" + std::to_string(proxy_ports_[node])});
     for (size_t seed = 0; seed < options_.nodes; ++seed) {
-      const bool listed = options_.seeds.empty() ||
-                          std::find(options_.seeds.begin(), options_.seeds.end(), seed) !=
-                              options_.seeds.end();
+      const bool listed =
+          options_.seeds.empty() ||
+          std::find(options_.seeds.begin(), options_.seeds.end(), seed) != options_.seeds.end();
       if (!listed) continue;
       options.args.push_back("--seed");
       options.args.push_back(options_.seed_host + ":" + std::to_string(proxy_ports_[seed]));
@@ -120,8 +119,8 @@ Status LocalCluster::WriteSecret() const {
   out << hex << "\n";
   if (!out) return Status::IOError("cannot write " + secret_path());
   std::error_code ec;
-  std::filesystem::permissions(secret_path(), std::filesystem::perms::owner_read |
-                                                  std::filesystem::perms::owner_write, ec);
+  std::filesystem::permissions(
+      secret_path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   return Status::OK();
 }
 

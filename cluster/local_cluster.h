@@ -44,7 +44,7 @@ class LocalCluster {
     std::vector<std::string> fronts;     // fronts every node opens (NodeProcess::Options::fronts)
     std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
-    std::string root;  // empty: a new temporary directory, removed at the end
+    std::string root;                     // empty: a new temporary directory, removed at the end
     int start_timeout_ms = 20'000;
   };
 
@@ -55,7 +55,9 @@ class LocalCluster {
 
   size_t size() const { return nodes_.size(); }
   uint16_t client_port(size_t node) const { return nodes_[node]->port(); }
-  protocol::Client::Options client_options(size_t node) const { return nodes_[node]->client_options(); }
+  protocol::Client::Options client_options(size_t node) const {
+    return nodes_[node]->client_options();
+  }
   Status Connect(size_t node, std::unique_ptr<protocol::Client>* client) const;
   Status Stats(size_t node, protocol::StatsReply* stats) const;
   NodeProcess& process(size_t node) { return *nodes_[node]; }
@@ -92,8 +94,8 @@ class LocalCluster {
   const Options options_;
   const std::string root_;
   const bool owns_root_;
-  std::unique_ptr<ProxyHub> hub_;        // gossip only
-  std::vector<uint16_t> proxy_ports_;    // by node: where the others reach it
+  std::unique_ptr<ProxyHub> hub_;      // gossip only
+  std::vector<uint16_t> proxy_ports_;  // by node: where the others reach it
   std::vector<size_t> proxy_ids_;
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
 };

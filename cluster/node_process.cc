@@ -1,9 +1,7 @@
 #include "cluster/node_process.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,9 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
 namespace tally::cluster {
 namespace {
 
@@ -23,7 +24,7 @@ using std::chrono::steady_clock;
 // Forks and execs argv with stdout and stderr sent to the given files
 // (empty: inherit). Returns the child's pid, or -1.
 pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_path,
-            const std::string& stderr_path) {
+               const std::string& stderr_path) {
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
@@ -77,10 +78,12 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
     if (ec) return Status::IOError("cannot create " + directory + ": " + ec.message());
   }
   for (const char* file : {"/port", "/gossip-port"}) std::filesystem::remove(directory + file);
-  std::vector<std::string> argv = {options.tallyd_path, "--address", "127.0.0.1", "--port", "0",
-                                   "--port-file", directory + "/port", "--threads", "2"};
+  std::vector<std::string> argv = {
+      options.tallyd_path, "--address",         "127.0.0.1", "--port", "0",
+      "--port-file",       directory + "/port", "--threads", "2"};
   if (options.gossip_port) {
-    argv.insert(argv.end(), {"--gossip-port", "0", "--gossip-port-file", directory + "/gossip-port"});
+    argv.insert(argv.end(),
+                {"--gossip-port", "0", "--gossip-port-file", directory + "/gossip-port"});
   }
   for (const std::string& front : options.fronts) {
     std::filesystem::remove(directory + "/" + front + "-port");

@@ -16,12 +16,12 @@
 // Thread safety: none; owned by one thread.
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "node/common/status.h"
 #include "protocol/client.h"

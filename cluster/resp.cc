@@ -26,7 +26,8 @@ class Parser {
   explicit Parser(std::string_view received) : received_(received) {}
 
   RespParse::State Value(RespValue* value, int depth) {
-    if (depth > kMaxNesting) return Invalid("arrays nested deeper than " + std::to_string(kMaxNesting));
+    if (depth > kMaxNesting)
+      return Invalid("arrays nested deeper than " + std::to_string(kMaxNesting));
     std::string_view line;
     if (const auto state = Line(&line); state != RespParse::State::kComplete) return state;
     const char marker = line.front();
@@ -44,12 +45,9 @@ class Parser {
         *value = RespValue{RespValue::Type::kInteger, integer, {}, {}};
         return RespParse::State::kComplete;
       }
-      case '$':
-        return Bulk(line, value);
-      case '*':
-        return Array(line, value, depth);
-      default:
-        return Invalid(std::string("unknown reply type byte 0x") + Hex(marker));
+      case '$': return Bulk(line, value);
+      case '*': return Array(line, value, depth);
+      default: return Invalid(std::string("unknown reply type byte 0x") + Hex(marker));
     }
   }
 
@@ -62,7 +60,8 @@ class Parser {
     const std::string_view rest = received_.substr(pos_);
     const size_t end = rest.find("\r\n");
     if (end == std::string_view::npos) {
-      return rest.size() > kMaxLineBytes ? Invalid("line without CRLF") : RespParse::State::kNeedMore;
+      return rest.size() > kMaxLineBytes ? Invalid("line without CRLF")
+                                         : RespParse::State::kNeedMore;
     }
     if (end == 0) return Invalid("empty line");
     *line = rest.substr(0, end);
@@ -98,10 +97,12 @@ class Parser {
     }
     RespValue array{RespValue::Type::kArray, 0, {}, {}};
     // Each element takes at least 3 bytes: reserve only what could be here.
-    array.elements.reserve(std::min<size_t>(static_cast<size_t>(count), (received_.size() - pos_) / 3));
+    array.elements.reserve(
+        std::min<size_t>(static_cast<size_t>(count), (received_.size() - pos_) / 3));
     for (int64_t i = 0; i < count; ++i) {
       RespValue element;
-      if (const auto state = Value(&element, depth + 1); state != RespParse::State::kComplete) return state;
+      if (const auto state = Value(&element, depth + 1); state != RespParse::State::kComplete)
+        return state;
       array.elements.push_back(std::move(element));
     }
     *value = std::move(array);
@@ -156,7 +157,8 @@ std::span<std::byte> RespReader::writable(size_t min_bytes) {
     end_ -= begin_;
     begin_ = 0;
   }
-  if (bytes_.size() - end_ < min_bytes) bytes_.resize(std::max(bytes_.size() * 2, end_ + min_bytes));
+  if (bytes_.size() - end_ < min_bytes)
+    bytes_.resize(std::max(bytes_.size() * 2, end_ + min_bytes));
   return std::as_writable_bytes(std::span(bytes_).subspan(end_));
 }
 

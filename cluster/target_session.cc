@@ -59,11 +59,12 @@ class TallySession : public Session {
         protocol::DecodeResponse(buffer_.readable().first(scan.frame_bytes), limits_, &response_);
     buffer_.Consume(scan.frame_bytes);
     if (!decoded.ok()) {
-      return Status::Corruption("tally sent an undecodable response: " + std::string(decoded.message()));
+      return Status::Corruption("tally sent an undecodable response: " +
+                                std::string(decoded.message()));
     }
     if (response_.id != next_response_id_) {
-      return Status::Corruption("tally answered request " + std::to_string(response_.id) + " where " +
-                                std::to_string(next_response_id_) + " was expected" +
+      return Status::Corruption("tally answered request " + std::to_string(response_.id) +
+                                " where " + std::to_string(next_response_id_) + " was expected" +
                                 (response_.kind == protocol::ResponseKind::kError
                                      ? " (error: " + response_.error_message + ")"
                                      : ""));
@@ -74,8 +75,7 @@ class TallySession : public Session {
         counts->CountError(std::string(protocol::ErrorCodeName(response_.error)) + ": " +
                            response_.error_message);
         return Status::OK();
-      case protocol::ResponseKind::kCheck:
-        break;
+      case protocol::ResponseKind::kCheck: break;
       case protocol::ResponseKind::kStats:
       case protocol::ResponseKind::kPolicyCheck:
         return Status::Corruption("tally answered a check with another kind of response");
@@ -140,7 +140,8 @@ class RedisSession : public Session {
   void AppendRequest(std::string* out) override {
     const std::string_view key = keys_.Next();
     if (lua_) {
-      const std::string_view args[] = {"EVALSHA", script_sha_, "1", key, limit_text_, window_ms_text_};
+      const std::string_view args[] = {"EVALSHA", script_sha_, "1",
+                                       key,       limit_text_, window_ms_text_};
       AppendCommand(args, out);
     } else {
       const std::string_view args[] = {"INCR", key};
@@ -158,10 +159,11 @@ class RedisSession : public Session {
       counts->CountError(reply.text);
       return Status::OK();
     }
-    const bool valid =
-        reply.type == RespValue::Type::kInteger && reply.integer >= 0 && (!lua_ || reply.integer <= 1);
+    const bool valid = reply.type == RespValue::Type::kInteger && reply.integer >= 0 &&
+                       (!lua_ || reply.integer <= 1);
     if (!valid) {
-      return Status::Corruption(std::string("Redis sent an unexpected reply to ") + (lua_ ? "EVALSHA" : "INCR"));
+      return Status::Corruption(std::string("Redis sent an unexpected reply to ") +
+                                (lua_ ? "EVALSHA" : "INCR"));
     }
     const bool allowed = lua_ ? reply.integer == 1 : static_cast<uint64_t>(reply.integer) <= limit_;
     ++(allowed ? counts->allowed : counts->denied);
@@ -209,7 +211,8 @@ std::string_view KeyChooser::Next() {
   const std::vector<double>& cdf = space_.cdf();
   if (cdf.empty()) return space_.name(uniform_index_(random_));
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(random_);
-  return space_.name(static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
+  return space_.name(
+      static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
 }
 
 void ReplyCounts::CountError(std::string_view message) {
@@ -228,8 +231,10 @@ Status Session::TakeHandshakeReply(bool* done) {
   return Status::OK();
 }
 
-std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed) {
-  if (options.target == LoadTarget::kTally) return std::make_unique<TallySession>(options, keys, seed);
+std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys,
+                                    uint64_t seed) {
+  if (options.target == LoadTarget::kTally)
+    return std::make_unique<TallySession>(options, keys, seed);
   return std::make_unique<RedisSession>(options, keys, seed);
 }
 

@@ -80,6 +80,7 @@ class Session {
 };
 
 // A session for options.target; `keys` must outlive it.
-std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed);
+std::unique_ptr<Session> NewSession(const LoadOptions& options, const KeySpace& keys,
+                                    uint64_t seed);
 
 }  // namespace tally::cluster

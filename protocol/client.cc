@@ -1,10 +1,6 @@
 #include "protocol/client.h"
 
 #include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,12 +8,15 @@
 #include <string>
 #include <utility>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
 namespace tally::protocol {
 namespace {
 
-std::string Errno(std::string_view what) {
-  return std::string(what) + ": " + std::strerror(errno);
-}
+std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
 
 void SetTimeouts(int fd, int timeout_ms) {
   timeval tv{};
@@ -110,8 +109,8 @@ Status Client::Receive(Response* response) {
       return Status::Corruption("bad frame from server: " + scan.error_message);
     }
     if (scan.state == FrameScan::State::kComplete) {
-      const Status status = DecodeResponse(
-          receive_buffer_.readable().first(scan.frame_bytes), options_.limits, response);
+      const Status status = DecodeResponse(receive_buffer_.readable().first(scan.frame_bytes),
+                                           options_.limits, response);
       receive_buffer_.Consume(scan.frame_bytes);
       return status;
     }
@@ -163,8 +162,7 @@ Status Client::Check(const protocol::Check& check, CheckOutcome* outcome) {
   return Status::OK();
 }
 
-Status Client::CheckPolicy(const PolicyCheck& check,
-                           std::vector<PolicyOutcome>* outcomes) {
+Status Client::CheckPolicy(const PolicyCheck& check, std::vector<PolicyOutcome>* outcomes) {
   Request request;
   request.kind = RequestKind::kPolicyCheck;
   request.policy_check = check;

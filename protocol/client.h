@@ -47,14 +47,12 @@ class Client {
   // is an OK status with outcome->error set; a request-level error reply is
   // a non-OK status.
   Status Check(const protocol::Check& check, CheckOutcome* outcome);
-  Status CheckBatch(std::span<const protocol::Check> checks,
-                    std::vector<CheckOutcome>* outcomes);
+  Status CheckBatch(std::span<const protocol::Check> checks, std::vector<CheckOutcome>* outcomes);
   Status Stats(StatsReply* stats);
   // A check by policy (domain and descriptors): one outcome per descriptor.
   // A malformed check (empty domain, no descriptors, an empty key) is a
   // non-OK status; a descriptor's own error is in its outcome.
-  Status CheckPolicy(const PolicyCheck& check,
-                     std::vector<PolicyOutcome>* outcomes);
+  Status CheckPolicy(const PolicyCheck& check, std::vector<PolicyOutcome>* outcomes);
 
   // Pipelining. Send encodes the request with the next id (returned in
   // *request_id) into the send buffer; Flush writes the buffer; Receive reads

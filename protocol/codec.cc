@@ -7,23 +7,22 @@
 // words; frames are whole words, so consecutive frames stay aligned.
 #include "protocol/codec.h"
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
 #include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/schema.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
-#include <cstdint>
-#include <limits>
-#include <type_traits>
-#include <utility>
-
 #include "protocol/framing.h"
 #include "protocol/tally.capnp.h"
 
 namespace tally::protocol {
 namespace {
-
 
 constexpr uint64_t kWordBytes = sizeof(capnp::word);
 
@@ -142,9 +141,7 @@ Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request*
       for (const auto check : checks) out->checks.push_back(ReadCheck(check));
       break;
     }
-    case wire::Request::STATS:
-      out->kind = RequestKind::kStats;
-      break;
+    case wire::Request::STATS: out->kind = RequestKind::kStats; break;
     case wire::Request::POLICY_CHECK:
       out->kind = RequestKind::kPolicyCheck;
       return ReadPolicyCheck(in.getPolicyCheck(), limits, &out->policy_check);
@@ -534,15 +531,11 @@ void EncodeRequest(const Request& request, std::string* out) {
       for (unsigned i = 0; i < checks.size(); ++i) WriteCheck(request.checks[i], checks[i]);
       break;
     }
-    case RequestKind::kStats:
-      root.setStats();
-      break;
+    case RequestKind::kStats: root.setStats(); break;
     case RequestKind::kPolicyCheck:
       WritePolicyCheck(request.policy_check, root.initPolicyCheck());
       break;
-    case RequestKind::kUnknown:
-      WriteUnknownKind(root);
-      break;
+    case RequestKind::kUnknown: WriteUnknownKind(root); break;
   }
   AppendFrame(message, out);
 }
@@ -564,9 +557,7 @@ void EncodeResponse(const Response& response, std::string* out) {
       }
       break;
     }
-    case ResponseKind::kStats:
-      WriteStats(response.stats, root.initStats());
-      break;
+    case ResponseKind::kStats: WriteStats(response.stats, root.initStats()); break;
     case ResponseKind::kError:
       WriteError(response.error, response.error_message, root.initError());
       break;

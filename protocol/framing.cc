@@ -32,7 +32,8 @@ void AppendFrame(capnp::MessageBuilder& message, std::string* out) {
   uint32_t table[2 * 16] = {};
   KJ_REQUIRE(segments.size() <= 2 * 16 - 1, "message has too many segments to frame");
   table[0] = static_cast<uint32_t>(segments.size() - 1);
-  for (size_t i = 0; i < segments.size(); ++i) table[i + 1] = static_cast<uint32_t>(segments[i].size());
+  for (size_t i = 0; i < segments.size(); ++i)
+    table[i + 1] = static_cast<uint32_t>(segments[i].size());
   out->append(reinterpret_cast<const char*>(table), table_words * sizeof(capnp::word));
   for (const kj::ArrayPtr<const capnp::word>& segment : segments) {
     const kj::ArrayPtr<const kj::byte> bytes = segment.asBytes();

@@ -6,14 +6,14 @@
 // used by two message builders at once on one thread.
 #pragma once
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
 #include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
 
 #include "node/common/status.h"
 #include "protocol/codec.h"

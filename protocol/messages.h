@@ -76,8 +76,8 @@ struct CheckOutcome {
 
 // An outgoing gossip link, as its node sees it.
 struct PeerLinkStatus {
-  std::string address;  // as dialled: a seed, or the member's advertised address
-  bool up = false;      // connected, and the peer answered hello
+  std::string address;   // as dialled: a seed, or the member's advertised address
+  bool up = false;       // connected, and the peer answered hello
   uint64_t node_id = 0;  // the peer's, from its hello (0: never heard)
   uint64_t bytes_sent = 0;
   uint64_t queued_bytes = 0;
@@ -98,11 +98,11 @@ struct PeerNodeStatus {
 // messages (node/gossip/membership.h), so it reaches nodes it has no link to.
 struct MemberRecord {
   uint64_t node_id = 0;
-  std::string address;         // where its gossip port is reached (host:port)
-  uint64_t incarnation = 0;    // its wall-clock ms at start: a restart is newer
-  uint64_t heartbeat = 0;      // +1 every membership interval
+  std::string address;            // where its gossip port is reached (host:port)
+  uint64_t incarnation = 0;       // its wall-clock ms at start: a restart is newer
+  uint64_t heartbeat = 0;         // +1 every membership interval
   int64_t heartbeat_wall_ms = 0;  // its wall clock when it beat
-  bool left = false;           // it left the cluster gracefully
+  bool left = false;              // it left the cluster gracefully
 };
 
 // Wire values are stable.
@@ -139,21 +139,21 @@ struct StatsReply {
   uint64_t storage_checkpoints = 0;
   bool storage_degraded = false;  // the last write failed: serving from memory
   // Policies and the fronts that check by them; all 0 without --policy-dir / --grpc-port.
-  uint64_t shadow_denied = 0;  // policy checks denied but allowed by shadow mode (all fronts)
+  uint64_t shadow_denied = 0;   // policy checks denied but allowed by shadow mode (all fronts)
   uint64_t policy_domains = 0;  // domains in the policies in force (--policy-dir)
-  uint64_t policy_rules = 0;  // limits in them
+  uint64_t policy_rules = 0;    // limits in them
   uint64_t policy_reloads = 0;  // policy sets that took effect, the first included
   uint64_t policy_reload_failures = 0;  // reloads refused: the previous set stayed
-  uint64_t grpc_requests = 0;  // ShouldRateLimit calls answered (--grpc-port)
-  uint64_t grpc_over_limit = 0;  // of those, OVER_LIMIT
-  uint64_t grpc_refused = 0;  // calls answered with an error status
+  uint64_t grpc_requests = 0;           // ShouldRateLimit calls answered (--grpc-port)
+  uint64_t grpc_over_limit = 0;         // of those, OVER_LIMIT
+  uint64_t grpc_refused = 0;            // calls answered with an error status
   // Gossip; all 0 (and no peers) when the node has no peers.
-  uint64_t recovery_ms = 0;              // waiting for peers' full syncs before serving
-  uint64_t recovery_peers_synced = 0;    // peers whose full sync arrived in that time
+  uint64_t recovery_ms = 0;            // waiting for peers' full syncs before serving
+  uint64_t recovery_peers_synced = 0;  // peers whose full sync arrived in that time
   uint64_t gossip_rounds = 0;
-  uint64_t gossip_bytes_sent = 0;        // on every link, all frames
+  uint64_t gossip_bytes_sent = 0;  // on every link, all frames
   uint64_t gossip_bytes_received = 0;
-  uint64_t gossip_delta_bytes_sent = 0;  // delta frames, summed over the links
+  uint64_t gossip_delta_bytes_sent = 0;    // delta frames, summed over the links
   uint64_t gossip_delta_entries_sent = 0;  // key entries in those (a key-slot per link)
   uint64_t gossip_full_syncs_sent = 0;
   uint64_t gossip_full_syncs_received = 0;
@@ -186,11 +186,11 @@ enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2, kPolicyC
 struct Response {
   uint64_t id = 0;  // the request's id; 0 when the request could not be decoded
   ResponseKind kind = ResponseKind::kCheck;
-  std::vector<CheckOutcome> outcomes;  // kCheck: one per check, in order
+  std::vector<CheckOutcome> outcomes;          // kCheck: one per check, in order
   std::vector<PolicyOutcome> policy_outcomes;  // kPolicyCheck: one per descriptor, in order
-  StatsReply stats;                    // kStats
-  ErrorCode error = ErrorCode::kOk;    // kError: the whole request failed
-  std::string error_message;           // kError
+  StatsReply stats;                            // kStats
+  ErrorCode error = ErrorCode::kOk;            // kError: the whole request failed
+  std::string error_message;                   // kError
 };
 
 }  // namespace tally::protocol

@@ -1,11 +1,11 @@
 #include "protocol/peer_auth.h"
 
+#include <stdexcept>
+
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-
-#include <stdexcept>
 
 namespace tally::protocol {
 namespace {
@@ -37,7 +37,8 @@ std::string Hmac(std::string_view key, std::span<const std::string_view> parts) 
 
 std::string SeqBytes(uint64_t seq) {
   std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>(seq >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<char>(seq >> (56 - 8 * i));
   return bytes;
 }
 
@@ -45,7 +46,8 @@ std::string SeqBytes(uint64_t seq) {
 
 std::string RandomNonce() {
   std::string nonce(kNonceBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) != 1) {
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) !=
+      1) {
     throw std::runtime_error("OpenSSL RAND_bytes failed");
   }
   return nonce;
@@ -59,8 +61,8 @@ PeerAuth::PeerAuth(std::string_view secret, std::string_view dialler_nonce,
 
 std::string PeerAuth::Mac(uint64_t seq, std::span<const std::byte> frame) const {
   const std::string seq_bytes = SeqBytes(seq);
-  const std::string_view parts[] = {
-      seq_bytes, {reinterpret_cast<const char*>(frame.data()), frame.size()}};
+  const std::string_view parts[] = {seq_bytes,
+                                    {reinterpret_cast<const char*>(frame.data()), frame.size()}};
   return Hmac(key_, parts);
 }
 

@@ -35,7 +35,8 @@ std::string RandomNonce();
 
 class PeerAuth {
  public:
-  PeerAuth(std::string_view secret, std::string_view dialler_nonce, std::string_view acceptor_nonce);
+  PeerAuth(std::string_view secret, std::string_view dialler_nonce,
+           std::string_view acceptor_nonce);
 
   std::string Mac(uint64_t seq, std::span<const std::byte> frame) const;
   // Constant-time comparison with the mac the frame should carry.

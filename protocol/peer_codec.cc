@@ -4,13 +4,12 @@
 #include <limits>
 
 #include "node/common/varint.h"
-#include "protocol/peer_auth.h"
 #include "protocol/framing.h"
+#include "protocol/peer_auth.h"
 #include "protocol/tally.capnp.h"
 
 namespace tally::protocol {
 namespace {
-
 
 uint64_t ZigZag(int64_t value) {
   return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
@@ -135,7 +134,8 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
             return Status::Corruption("malformed frame: a member address over " +
                                       std::to_string(kMaxMemberAddressBytes) + " bytes");
           }
-          message->members.push_back({member.getNodeId(), std::string(address.cStr(), address.size()),
+          message->members.push_back({member.getNodeId(),
+                                      std::string(address.cStr(), address.size()),
                                       member.getIncarnation(), member.getHeartbeat(),
                                       member.getHeartbeatWallMs(), member.getLeft()});
         }

@@ -37,7 +37,13 @@
 namespace tally::protocol {
 
 enum class PeerMessageKind : uint8_t {
-  kHello, kState, kSyncDone, kHeartbeat, kSeal, kMembers, kUnknown
+  kHello,
+  kState,
+  kSyncDone,
+  kHeartbeat,
+  kSeal,
+  kMembers,
+  kUnknown
 };
 
 // The longest member address a members message may carry.

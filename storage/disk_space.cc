@@ -1,11 +1,12 @@
 #include "storage/disk_space.h"
 
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include <sys/statvfs.h>
 
 namespace tally::storage {
 

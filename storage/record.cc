@@ -163,8 +163,8 @@ Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* s
     return Status::Corruption("record value does not decode as its algorithm's state");
   }
   if (!ValidateKey(snapshot->key).ok() ||
-      !ValidateSpec({snapshot->algorithm, 0, snapshot->window_ms}).ok() ||
-      !TimesFit(*snapshot) || ExpiresAtMs(*snapshot) != *RecordExpiresAtMs(value)) {
+      !ValidateSpec({snapshot->algorithm, 0, snapshot->window_ms}).ok() || !TimesFit(*snapshot) ||
+      ExpiresAtMs(*snapshot) != *RecordExpiresAtMs(value)) {
     return Status::Corruption("record holds a key, window or time this version never writes");
   }
   return Status::OK();

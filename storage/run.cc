@@ -1,7 +1,7 @@
 #include "storage/run.h"
 
-#include "storage/record.h"
 #include "node/common/varint.h"
+#include "storage/record.h"
 
 namespace tally::storage {
 namespace {

@@ -12,10 +12,10 @@
 #include <rocksdb/write_batch.h>
 #include <spdlog/spdlog.h>
 
+#include "node/common/varint.h"
 #include "storage/disk_space.h"
 #include "storage/record.h"
 #include "storage/run.h"
-#include "node/common/varint.h"
 
 namespace tally::storage {
 namespace {
@@ -109,7 +109,8 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
   std::unique_ptr<Store> opened(new Store(options));
 
   std::error_code ignored;
-  std::filesystem::create_directories(options.path, ignored);  // RocksDB creates only the last level
+  std::filesystem::create_directories(options.path,
+                                      ignored);  // RocksDB creates only the last level
   // The write-ahead log is replayed strictly: a batch cut short at its very
   // end (a crash during a write) is dropped, as a crash loses the flush in
   // progress; damage anywhere else fails the open. RocksDB's default, point
@@ -128,13 +129,14 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
           "; the damage is in its write-ahead log. Started with --salvage-wal, tallyd skips the "
           "damaged records, restores what is intact and logs what it dropped");
     }
-    spdlog::warn("salvaging {}: {}; skipping the damaged records of its write-ahead log "
-                 "(RocksDB logs the bytes it drops)",
-                 options.path, opening.message());
-    opening = FromRocks(
-        rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords),
-                          options.path, &db),
-        what);
+    spdlog::warn(
+        "salvaging {}: {}; skipping the damaged records of its write-ahead log "
+        "(RocksDB logs the bytes it drops)",
+        options.path, opening.message());
+    opening =
+        FromRocks(rocksdb::DB::Open(DbOptions(rocksdb::WALRecoveryMode::kSkipAnyCorruptedRecords),
+                                    options.path, &db),
+                  what);
     opened->wal_salvaged_ = opening.ok();
   } else if (opening.ok() && options.salvage_wal) {
     spdlog::info("--salvage-wal: the write-ahead log of {} is intact; nothing dropped",
@@ -216,8 +218,8 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
   while (id == 0) id = std::random_device()() | static_cast<NodeId>(std::random_device()()) << 32;
   rocksdb::WriteOptions sync;
   sync.sync = true;
-  if (Status status = FromRocks(db_->Put(sync, kNodeIdKey, std::to_string(id)),
-                                "cannot record the node id");
+  if (Status status =
+          FromRocks(db_->Put(sync, kNodeIdKey, std::to_string(id)), "cannot record the node id");
       !status.ok()) {
     return status;
   }
@@ -226,7 +228,9 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
 }
 
 Store::Run::Run(uint64_t sequence, bool checkpoint)
-    : sequence_(sequence), checkpoint_(checkpoint), batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+    : sequence_(sequence),
+      checkpoint_(checkpoint),
+      batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 
 Store::Run::~Run() = default;
 
@@ -335,7 +339,8 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     next_run = std::max(next_run, sequence + 1);
     stats->last_run = sequence;
     const std::string_view value = ToView(it->value());
-    (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) += value.size();
+    (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) +=
+        value.size();
     if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
       stats->corrupt += unframed;
     }

@@ -52,7 +52,7 @@
 namespace rocksdb {
 class DB;
 class WriteBatch;
-}
+}  // namespace rocksdb
 
 namespace tally::storage {
 
@@ -61,7 +61,8 @@ class Store {
   struct Options {
     std::string path;
     bool sync = false;
-    const Clock* clock = SystemClock::Default();  // for the expiry of records; must outlive the Store
+    const Clock* clock =
+        SystemClock::Default();  // for the expiry of records; must outlive the Store
     // BeginRun and Commit refuse (IOError) while the disk would have less
     // than this free, before RocksDB runs out of space: after an out-of-space
     // error in its write-ahead log RocksDB refuses every write, and in this

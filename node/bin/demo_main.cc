@@ -3,10 +3,10 @@
 // Limit 100 per minute. A client sends 100 requests at 0:59, 100 at 1:00 and
 // 100 more at 1:30. The engine runs on a manual clock, so the replay is exact
 // and instant. The token bucket gets capacity 100 refilled at 100 per minute.
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "node/common/clock.h"
 #include "node/common/version.h"
@@ -30,8 +30,7 @@ int main(int argc, char** argv) {
       "The seed's boundary scenario: limit 100 per minute; a client sends %d requests\n"
       "at 0:59, %d at 1:00 and %d at 1:30. What each algorithm admits:\n\n",
       kBurst, kBurst, kBurst);
-  std::printf("%-16s %8s %8s %8s %16s\n", "algorithm", "0:59", "1:00", "1:30",
-              "0:59-1:00 total");
+  std::printf("%-16s %8s %8s %8s %16s\n", "algorithm", "0:59", "1:00", "1:30", "0:59-1:00 total");
   for (tally::Algorithm algorithm :
        {tally::Algorithm::kFixedWindow, tally::Algorithm::kSlidingWindowLog,
         tally::Algorithm::kSlidingWindowCounter, tally::Algorithm::kTokenBucket}) {

@@ -7,11 +7,11 @@
 // ReloadPolicies and AddStats from any thread.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "node/common/status.h"
 #include "node/engine/limiter.h"

@@ -1,9 +1,9 @@
 // tallyctl: talk to a tallyd from a shell.
 //
-//   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W] [--cost C]
-//   tallyctl [--host H] [--port P] [--json] stats
-//   tallyctl [--host H] [--port P] [--json] cluster    (members as the node sees them, links, peers)
-//   tallyctl [--host H] [--port P] [--json] policy DOMAIN --descriptor k=v[,k=v...] [...] [--hits N]
+//   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W]
+//   [--cost C] tallyctl [--host H] [--port P] [--json] stats tallyctl [--host H] [--port P]
+//   [--json] cluster    (members as the node sees them, links, peers) tallyctl [--host H] [--port
+//   P] [--json] policy DOMAIN --descriptor k=v[,k=v...] [...] [--hits N]
 //
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
@@ -15,9 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include "node/bin/cli_checks.h"
-#include "node/common/version.h"
 #include "node/common/json.h"
 #include "node/common/limit.h"
+#include "node/common/version.h"
 #include "protocol/client.h"
 
 namespace {
@@ -114,29 +114,32 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
     std::printf("{\"members\":[");
     for (size_t i = 0; i < s.members.size(); ++i) {
       const tally::protocol::MemberStatus& member = s.members[i];
-      std::printf("%s{\"node_id\":%llu,\"address\":%s,\"state\":\"%s\",\"incarnation\":%llu,"
-                  "\"heartbeat\":%llu,\"last_heard_ms_ago\":%llu,\"lag_ms\":%lld}",
-                  i ? "," : "", ull(member.node_id), tally::JsonString(member.address).c_str(),
-                  std::string(MemberStateName(member.state)).c_str(), ull(member.incarnation),
-                  ull(member.heartbeat), ull(member.last_heard_ms_ago),
-                  static_cast<long long>(member.lag_ms));
+      std::printf(
+          "%s{\"node_id\":%llu,\"address\":%s,\"state\":\"%s\",\"incarnation\":%llu,"
+          "\"heartbeat\":%llu,\"last_heard_ms_ago\":%llu,\"lag_ms\":%lld}",
+          i ? "," : "", ull(member.node_id), tally::JsonString(member.address).c_str(),
+          std::string(MemberStateName(member.state)).c_str(), ull(member.incarnation),
+          ull(member.heartbeat), ull(member.last_heard_ms_ago),
+          static_cast<long long>(member.lag_ms));
     }
     std::printf("],\"links\":[");
     for (size_t i = 0; i < s.peer_links.size(); ++i) {
       const tally::protocol::PeerLinkStatus& link = s.peer_links[i];
-      std::printf("%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
-                  "\"queued_bytes\":%llu,\"full_syncs_sent\":%llu,\"connects\":%llu}",
-                  i ? "," : "", tally::JsonString(link.address).c_str(), link.up ? "true" : "false",
-                  ull(link.node_id), ull(link.bytes_sent), ull(link.queued_bytes),
-                  ull(link.full_syncs_sent), ull(link.connects));
+      std::printf(
+          "%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
+          "\"queued_bytes\":%llu,\"full_syncs_sent\":%llu,\"connects\":%llu}",
+          i ? "," : "", tally::JsonString(link.address).c_str(), link.up ? "true" : "false",
+          ull(link.node_id), ull(link.bytes_sent), ull(link.queued_bytes),
+          ull(link.full_syncs_sent), ull(link.connects));
     }
     std::printf("],\"peers\":[");
     for (size_t i = 0; i < s.peer_nodes.size(); ++i) {
       const tally::protocol::PeerNodeStatus& node = s.peer_nodes[i];
-      std::printf("%s{\"node_id\":%llu,\"connected\":%s,\"last_heard_ms_ago\":%llu,"
-                  "\"full_syncs\":%llu,\"entries_merged\":%llu}",
-                  i ? "," : "", ull(node.node_id), node.connected ? "true" : "false",
-                  ull(node.last_heard_ms_ago), ull(node.full_syncs), ull(node.entries_merged));
+      std::printf(
+          "%s{\"node_id\":%llu,\"connected\":%s,\"last_heard_ms_ago\":%llu,"
+          "\"full_syncs\":%llu,\"entries_merged\":%llu}",
+          i ? "," : "", ull(node.node_id), node.connected ? "true" : "false",
+          ull(node.last_heard_ms_ago), ull(node.full_syncs), ull(node.entries_merged));
     }
     std::printf("]}\n");
     return kExitAllowed;
@@ -193,19 +196,23 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const tally::protocol::PolicyOutcome& o = outcomes[i];
     const bool error = o.error != tally::protocol::ErrorCode::kOk;
-    const bool allowed = o.kind != Kind::kLimited || (!error && (o.decision.allowed || o.shadow_denied));
+    const bool allowed =
+        o.kind != Kind::kLimited || (!error && (o.decision.allowed || o.shadow_denied));
     denied = denied || !allowed;
-    const char* kind = o.kind == Kind::kNoLimit ? "no_limit" : o.kind == Kind::kUnlimited ? "unlimited" : "limited";
+    const char* kind = o.kind == Kind::kNoLimit     ? "no_limit"
+                       : o.kind == Kind::kUnlimited ? "unlimited"
+                                                    : "limited";
     if (json) {
-      std::printf("%s{\"kind\":\"%s\",\"rule\":%s,\"allowed\":%s,\"shadow_denied\":%s", i ? "," : "",
-                  kind, tally::JsonString(o.rule).c_str(), allowed ? "true" : "false",
+      std::printf("%s{\"kind\":\"%s\",\"rule\":%s,\"allowed\":%s,\"shadow_denied\":%s",
+                  i ? "," : "", kind, tally::JsonString(o.rule).c_str(), allowed ? "true" : "false",
                   o.shadow_denied ? "true" : "false");
       if (o.kind == Kind::kLimited && !error) {
-        std::printf(",\"limit\":%llu,\"remaining\":%llu,\"reset_after_ms\":%llu,\"retry_after_ms\":%llu",
-                    static_cast<unsigned long long>(o.decision.limit),
-                    static_cast<unsigned long long>(o.decision.remaining),
-                    static_cast<unsigned long long>(o.decision.reset_after_ms),
-                    static_cast<unsigned long long>(o.decision.retry_after_ms));
+        std::printf(
+            ",\"limit\":%llu,\"remaining\":%llu,\"reset_after_ms\":%llu,\"retry_after_ms\":%llu",
+            static_cast<unsigned long long>(o.decision.limit),
+            static_cast<unsigned long long>(o.decision.remaining),
+            static_cast<unsigned long long>(o.decision.reset_after_ms),
+            static_cast<unsigned long long>(o.decision.retry_after_ms));
       }
       if (error) {
         std::printf(",\"error\":\"%s\",\"message\":%s",
@@ -218,15 +225,20 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
                   o.rule.c_str());
     } else if (error) {
       std::printf("descriptor %zu: %s: %s\n", i,
-                  std::string(tally::protocol::ErrorCodeName(o.error)).c_str(), o.error_message.c_str());
+                  std::string(tally::protocol::ErrorCodeName(o.error)).c_str(),
+                  o.error_message.c_str());
     } else {
-      std::printf("descriptor %zu: %s by %s: limit=%llu remaining=%llu reset_after_ms=%llu "
-                  "retry_after_ms=%llu\n",
-                  i, o.shadow_denied ? "allowed (shadow mode; would be denied)" : allowed ? "allowed" : "denied",
-                  o.rule.c_str(), static_cast<unsigned long long>(o.decision.limit),
-                  static_cast<unsigned long long>(o.decision.remaining),
-                  static_cast<unsigned long long>(o.decision.reset_after_ms),
-                  static_cast<unsigned long long>(o.decision.retry_after_ms));
+      std::printf(
+          "descriptor %zu: %s by %s: limit=%llu remaining=%llu reset_after_ms=%llu "
+          "retry_after_ms=%llu\n",
+          i,
+          o.shadow_denied ? "allowed (shadow mode; would be denied)"
+          : allowed       ? "allowed"
+                          : "denied",
+          o.rule.c_str(), static_cast<unsigned long long>(o.decision.limit),
+          static_cast<unsigned long long>(o.decision.remaining),
+          static_cast<unsigned long long>(o.decision.reset_after_ms),
+          static_cast<unsigned long long>(o.decision.retry_after_ms));
     }
   }
   if (json) std::printf("],\"allowed\":%s}\n", denied ? "false" : "true");
@@ -255,8 +267,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "Print JSON instead of text");
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");
   check->add_option("key", key, "The key to limit, e.g. user:42")->required();
-  check->add_option("--algorithm", algorithm_name,
-                    "fixed_window, sliding_log, sliding_counter or token_bucket")
+  check
+      ->add_option("--algorithm", algorithm_name,
+                   "fixed_window, sliding_log, sliding_counter or token_bucket")
       ->capture_default_str();
   check->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
       ->capture_default_str();
@@ -266,13 +279,19 @@ int main(int argc, char** argv) {
   std::string domain;
   std::vector<std::string> descriptor_texts;
   uint64_t hits = 0;
-  CLI::App* policy = app.add_subcommand("policy", "Check one request by domain and descriptors under the node's policies");
+  CLI::App* policy = app.add_subcommand(
+      "policy", "Check one request by domain and descriptors under the node's policies");
   policy->add_option("domain", domain, "The policy domain")->required();
-  policy->add_option("--descriptor", descriptor_texts, "Entries key=value[,key=value...]; repeat for more descriptors")
+  policy
+      ->add_option("--descriptor", descriptor_texts,
+                   "Entries key=value[,key=value...]; repeat for more descriptors")
       ->required();
-  policy->add_option("--hits", hits, "The cost of each descriptor (0 counts as 1)")->capture_default_str();
+  policy->add_option("--hits", hits, "The cost of each descriptor (0 counts as 1)")
+      ->capture_default_str();
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
-  CLI::App* cluster = app.add_subcommand("cluster", "Print the members as the node sees them (state, last heard, lag), its gossip links and peers");
+  CLI::App* cluster = app.add_subcommand("cluster",
+                                         "Print the members as the node sees them (state, last "
+                                         "heard, lag), its gossip links and peers");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -280,11 +299,13 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitError;
   }
 
-  std::vector<std::string> entry_storage;  // keys and values, alternating; the check's views point here
+  std::vector<std::string>
+      entry_storage;  // keys and values, alternating; the check's views point here
   tally::protocol::PolicyCheck policy_check;
   for (const std::string& text : descriptor_texts) {
     if (!ParseDescriptor(text, &entry_storage, &policy_check.descriptor_sizes)) {
-      return PrintError(json, "invalid_argument", "--descriptor '" + text + "' is not key=value[,key=value...]");
+      return PrintError(json, "invalid_argument",
+                        "--descriptor '" + text + "' is not key=value[,key=value...]");
     }
   }
   for (size_t i = 0; i < entry_storage.size(); i += 2) {
@@ -312,7 +333,8 @@ int main(int argc, char** argv) {
     return PrintPolicyOutcomes(json, outcomes);
   }
   const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
-  if (!algorithm) return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
+  if (!algorithm)
+    return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
   spec.algorithm = *algorithm;
   tally::protocol::CheckOutcome outcome;
   if (tally::Status status = client->Check({key, spec, cost}, &outcome); !status.ok()) {

@@ -18,10 +18,10 @@
 #include "node/bin/cli_checks.h"
 #include "node/bin/fronts.h"
 #include "node/bin/tallyd_options.h"
-#include "node/common/version.h"
 #include "node/common/clock.h"
-#include "node/gossip/gossip.h"
+#include "node/common/version.h"
 #include "node/engine/limiter.h"
+#include "node/gossip/gossip.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
 #include "storage/store.h"
@@ -37,7 +37,6 @@ constexpr int64_t kDayMs = 24 * kHourMs;
 // The most --max-keys: the key table's handles are 32 bits, and 10^9 keys
 // take about 60 GB already.
 constexpr int64_t kMostKeys = 1'000'000'000;
-
 
 }  // namespace
 
@@ -210,16 +209,18 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (memory_only && data_dir_option->count() > 0) {
-    spdlog::error("not starting: --memory-only keeps nothing on disk, but --data-dir is given "
-                  "(on the command line or in --config): drop one of them");
+    spdlog::error(
+        "not starting: --memory-only keeps nothing on disk, but --data-dir is given "
+        "(on the command line or in --config): drop one of them");
     return 1;
   }
   // Files are read before anything else starts: a refusal leaves nothing behind.
   const bool clustered = !gossip_options.seeds.empty() || !cluster_secret_file.empty();
   if (clustered) {
     if (cluster_secret_file.empty()) {
-      spdlog::error("not starting: --seed needs --cluster-secret-file: only nodes that hold the "
-                    "cluster secret may gossip");
+      spdlog::error(
+          "not starting: --seed needs --cluster-secret-file: only nodes that hold the "
+          "cluster secret may gossip");
       return 1;
     }
     if (tally::Status status =
@@ -254,8 +255,9 @@ int main(int argc, char** argv) {
 
   if (gossip_options.suspect_after_ms >= gossip_options.dead_after_ms ||
       gossip_options.membership_interval_ms >= gossip_options.suspect_after_ms) {
-    spdlog::error("not starting: need --membership-interval-ms < --suspect-after-ms < "
-                  "--dead-after-ms");
+    spdlog::error(
+        "not starting: need --membership-interval-ms < --suspect-after-ms < "
+        "--dead-after-ms");
     return 1;
   }
   limiter_options.replicate = clustered;
@@ -268,7 +270,7 @@ int main(int argc, char** argv) {
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
   uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
-  if (store) {  // every live counter is back before the first request is served
+  if (store) {                 // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
     if (tally::Status status = store->Load(
             [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
@@ -278,18 +280,22 @@ int main(int argc, char** argv) {
     }
     restore_ms = clock->MonotonicMs() - started_ms;
     keys_restored = limiter.key_count();
-    spdlog::info("restored {} keys from {} records in {} ms ({} expired, {} corrupt and {} over "
-                 "max-keys skipped)",
-                 keys_restored, loaded.records, restore_ms, loaded.expired, loaded.corrupt,
-                 loaded.refused);
+    spdlog::info(
+        "restored {} keys from {} records in {} ms ({} expired, {} corrupt and {} over "
+        "max-keys skipped)",
+        keys_restored, loaded.records, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
     if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
     for (const auto& [first, last] : loaded.missing_runs) {
-      spdlog::warn("runs {} to {} are missing (dropped from the damaged write-ahead log): the "
-                   "changes they held are lost", first, last);
+      spdlog::warn(
+          "runs {} to {} are missing (dropped from the damaged write-ahead log): the "
+          "changes they held are lost",
+          first, last);
     }
     if (store->wal_salvaged()) {
-      spdlog::warn("salvaged: the newest run restored is run {}; any written after it that were "
-                   "in the dropped bytes are lost", loaded.last_run);
+      spdlog::warn(
+          "salvaged: the newest run restored is run {}; any written after it that were "
+          "in the dropped bytes are lost",
+          loaded.last_run);
     }
   }
   std::optional<tally::Persister> persister;
@@ -323,13 +329,15 @@ int main(int argc, char** argv) {
     recovered_from = recovery.peers_synced;
     recovery_ms = clock->MonotonicMs() - started_ms;
     if (!recovery.joined) {
-      spdlog::warn("serving after {} ms without having joined: no seed answered in "
-                   "--recovery-timeout-ms; this node joins when one does",
-                   recovery_ms);
+      spdlog::warn(
+          "serving after {} ms without having joined: no seed answered in "
+          "--recovery-timeout-ms; this node joins when one does",
+          recovery_ms);
     } else if (recovery.peers_synced < recovery.peers_alive) {
-      spdlog::warn("serving after {} ms with full syncs from {} of {} live members: the others "
-                   "did not answer in --recovery-timeout-ms; what they hold arrives when they do",
-                   recovery_ms, recovery.peers_synced, recovery.peers_alive);
+      spdlog::warn(
+          "serving after {} ms with full syncs from {} of {} live members: the others "
+          "did not answer in --recovery-timeout-ms; what they hold arrives when they do",
+          recovery_ms, recovery.peers_synced, recovery.peers_alive);
     } else {
       spdlog::info("joined; full syncs from all {} live members in {} ms", recovery.peers_synced,
                    recovery_ms);
@@ -373,7 +381,8 @@ int main(int argc, char** argv) {
   }
   daemon.Run();
   fronts->Stop(server.drain_timeout_ms);
-  if (gossip) gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
+  if (gossip)
+    gossip->Leave(kLeaveTimeoutMs);  // the others drop this node now, not after dead-after-ms
   if (persister) {  // a clean shutdown loses nothing: what changed, then a checkpoint (logged)
     if (tally::Status status = persister->Stop(); !status.ok()) {
       spdlog::error("final write failed, what changed since the last write is lost: {}",

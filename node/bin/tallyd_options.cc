@@ -1,7 +1,5 @@
 #include "node/bin/tallyd_options.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -11,6 +9,8 @@
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "node/common/status.h"
 #include "protocol/peer_auth.h"
@@ -131,8 +131,9 @@ Status ReadClusterSecret(const std::string& path, std::string* secret) {
   }
   std::error_code ec;
   const auto permissions = std::filesystem::status(path, ec).permissions();
-  if (!ec && (permissions & (std::filesystem::perms::group_read |
-                             std::filesystem::perms::others_read)) != std::filesystem::perms::none) {
+  if (!ec &&
+      (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+          std::filesystem::perms::none) {
     spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
   }
   return Status::OK();

@@ -40,7 +40,7 @@ struct KeySnapshot {
   uint64_t window_ms = 0;
   WindowCounts counts;          // fixed window, sliding counter: every node's slots
   std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
-  uint64_t bucket_level = 0;         // token bucket: token-ms, see decide.h
+  uint64_t bucket_level = 0;    // token bucket: token-ms, see decide.h
   int64_t bucket_refilled_at_ms = 0;
 
   bool operator==(const KeySnapshot&) const = default;

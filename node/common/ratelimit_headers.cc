@@ -20,7 +20,8 @@ void AppendRateLimitHeaders(std::string_view policy, const Decision& decision, u
   const std::string reset = std::to_string(CeilSeconds(decision.reset_after_ms));
   headers->push_back({"RateLimit-Policy", name + ";q=" + std::to_string(decision.limit) +
                                               ";w=" + std::to_string(CeilSeconds(window_ms))});
-  headers->push_back({"RateLimit", name + ";r=" + std::to_string(decision.remaining) + ";t=" + reset});
+  headers->push_back(
+      {"RateLimit", name + ";r=" + std::to_string(decision.remaining) + ";t=" + reset});
   headers->push_back({"X-RateLimit-Limit", std::to_string(decision.limit)});
   headers->push_back({"X-RateLimit-Remaining", std::to_string(decision.remaining)});
   headers->push_back({"X-RateLimit-Reset", reset});

@@ -32,8 +32,12 @@ class [[nodiscard]] Status {
   Status& operator=(Status&&) noexcept = default;
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string_view msg) { return Status(Code::kInvalidArgument, msg); }
-  static Status ResourceExhausted(std::string_view msg) { return Status(Code::kResourceExhausted, msg); }
+  static Status InvalidArgument(std::string_view msg) {
+    return Status(Code::kInvalidArgument, msg);
+  }
+  static Status ResourceExhausted(std::string_view msg) {
+    return Status(Code::kResourceExhausted, msg);
+  }
   static Status NotFound(std::string_view msg) { return Status(Code::kNotFound, msg); }
   static Status Corruption(std::string_view msg) { return Status(Code::kCorruption, msg); }
   static Status IOError(std::string_view msg) { return Status(Code::kIOError, msg); }

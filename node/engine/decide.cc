@@ -52,7 +52,8 @@ uint64_t SlidingCounterRetryMs(const LimitSpec& spec, uint64_t current, uint64_t
   uint64_t wait_in_next_ms = 0;
   if (current > 0) {
     const u128 weight_allowed = static_cast<u128>(spec.limit - probe) * window_ms / current;
-    wait_in_next_ms = weight_allowed >= window_ms ? 0 : window_ms - static_cast<uint64_t>(weight_allowed);
+    wait_in_next_ms =
+        weight_allowed >= window_ms ? 0 : window_ms - static_cast<uint64_t>(weight_allowed);
   }
   return rest_of_window_ms + wait_in_next_ms;
 }

@@ -9,7 +9,8 @@ namespace {
 __extension__ typedef unsigned __int128 u128;
 
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
-  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max() : a + b;
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                      : a + b;
 }
 
 uint64_t Share(uint64_t remaining, uint64_t weight, uint64_t total) {

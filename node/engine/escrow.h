@@ -73,7 +73,7 @@ class EscrowEpoch {
   int64_t window_ = -1;
   uint32_t own_at_start_ = 0;
   uint64_t allowance_ = 0;
-  std::vector<Other> others_;      // the others with admissions, by node
+  std::vector<Other> others_;         // the others with admissions, by node
   uint64_t newcomers_allowance_ = 0;  // all members without admissions together
 };
 

@@ -1,9 +1,9 @@
 #include "node/engine/key_state.h"
 
-#include "node/common/key_snapshot.h"
-
 #include <algorithm>
 #include <limits>
+
+#include "node/common/key_snapshot.h"
 
 namespace tally {
 namespace {
@@ -128,8 +128,7 @@ void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
   }
 }
 
-bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
-               int64_t now_ms) {
+bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms) {
   const int64_t now_window = now_ms / static_cast<int64_t>(window_ms);
   return entry.window_index <= now_window - WindowsKept(algorithm);
 }
@@ -211,8 +210,7 @@ void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uin
   TrimLog(entry, window_ms, now_ms);  // drops what merged nothing live
 }
 
-bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
-               int64_t now_ms) {
+bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms, int64_t now_ms) {
   const int64_t cutoff_ms = now_ms - static_cast<int64_t>(window_ms);
   const auto expired = [&](const StampLog& log) {
     return log.stamps.size() == log.first || log.stamps.back().at_ms <= cutoff_ms;

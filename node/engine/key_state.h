@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "node/engine/compact_key.h"
-#include "node/engine/decide.h"
-#include "node/engine/escrow.h"
 #include "node/common/g_counter.h"
 #include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
+#include "node/engine/compact_key.h"
+#include "node/engine/decide.h"
+#include "node/engine/escrow.h"
 
 namespace tally {
 
@@ -48,8 +48,7 @@ void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts);
 // Slot-wise max with `counts`; windows the entry has left behind are ignored.
 void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts);
 // True when nothing the entry holds counts at `now_ms` any more.
-bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms,
-               int64_t now_ms);
+bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 // One node's sliding-log entries, oldest first; those before `first` have
 // left the window and await compaction.
@@ -100,7 +99,6 @@ struct BucketEntry {
 
 // A bucket untouched for a whole window_ms is full whatever its capacity:
 // forgetting it changes no decision.
-bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms,
-               int64_t now_ms);
+bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 }  // namespace tally

@@ -58,7 +58,8 @@ class KeyTable {
       handle = free_handles_.back();
       free_handles_.pop_back();
     } else {
-      if (next_unused_ % kChunkEntries == 0) chunks_.push_back(std::make_unique<Entry[]>(kChunkEntries));
+      if (next_unused_ % kChunkEntries == 0)
+        chunks_.push_back(std::make_unique<Entry[]>(kChunkEntries));
       handle = next_unused_++;
     }
     Entry& entry = At(handle);
@@ -124,7 +125,9 @@ class KeyTable {
     bool operator()(const Probe& probe, uint32_t handle) const { return (*this)(handle, probe); }
   };
 
-  Entry& At(uint32_t handle) const { return chunks_[handle / kChunkEntries][handle % kChunkEntries]; }
+  Entry& At(uint32_t handle) const {
+    return chunks_[handle / kChunkEntries][handle % kChunkEntries];
+  }
 
   void Erase(uint32_t handle) {
     index_.erase(handle);  // hashes the key, so it must still be in place

@@ -113,8 +113,8 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   }
 }
 
-Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec,
-                           uint64_t cost, int64_t wall_ms, Decision* decision) {
+Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
+                           int64_t wall_ms, Decision* decision) {
   const auto check = [&] {
     Shard& shard = ShardFor(hash);
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -146,8 +146,7 @@ Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* s
 }
 
 Status Limiter::Merge(const KeySnapshot& snapshot) {
-  if (Status status =
-          ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
+  if (Status status = ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
       !status.ok()) {
     return status;
   }

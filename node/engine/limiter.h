@@ -43,15 +43,15 @@
 #include "node/common/g_counter.h"
 #include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
-#include "node/engine/shard.h"
 #include "node/common/status.h"
+#include "node/engine/shard.h"
 
 namespace tally {
 
 class Limiter {
  public:
   struct Options {
-    NodeId node_id = 1;         // this node's G-counter slot
+    NodeId node_id = 1;  // this node's G-counter slot
     size_t max_keys = 10'000'000;
     const Clock* clock = SystemClock::Default();  // not owned; must outlive the Limiter
     // Record which keys change, for CollectChanges (persistence). Off: no cost.

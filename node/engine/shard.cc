@@ -56,8 +56,8 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
 // Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
 // storage mark: it is saved.
 template <typename Entry>
-void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self,
-             KeySnapshot* scratch, const SnapshotSink& sink) {
+void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self, KeySnapshot* scratch,
+             const SnapshotSink& sink) {
   entry.key.set_marked(kStorageMark, false);
   scratch->key.assign(entry.key.view());
   scratch->algorithm = limit_class.algorithm;
@@ -208,16 +208,16 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
       // What the view leaves at the epoch's end: the sliding counter's previous
       // window weighs less by then, and that room is this epoch's to share.
       const int64_t window_start_ms = window_index * static_cast<int64_t>(spec.window_ms);
-      const auto epoch_end_elapsed_ms = static_cast<uint64_t>(std::min<int64_t>(
-          (epoch_index + 1) * escrow.epoch_ms - window_start_ms,
-          static_cast<int64_t>(spec.window_ms) - 1));
+      const auto epoch_end_elapsed_ms = static_cast<uint64_t>(
+          std::min<int64_t>((epoch_index + 1) * escrow.epoch_ms - window_start_ms,
+                            static_cast<int64_t>(spec.window_ms) - 1));
       const uint64_t view_remaining =
           spec.algorithm == Algorithm::kFixedWindow
               ? DecideFixedWindow(spec, current, elapsed_ms, 0).remaining
               : DecideSlidingCounter(spec, current, previous, epoch_end_elapsed_ms, 0).remaining;
-      remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self,
-                         own_current, uint64_t{own_current} + (entry ? entry->own_previous : 0),
-                         remote.current, remote.previous, members);
+      remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self, own_current,
+                         uint64_t{own_current} + (entry ? entry->own_previous : 0), remote.current,
+                         remote.previous, members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
     Cap(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
@@ -230,9 +230,10 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     share.limit = spec.limit / members;
     const uint64_t own_current = entry ? entry->own_current : 0;
     const uint64_t own_previous = entry ? entry->own_previous : 0;
-    const Decision own = spec.algorithm == Algorithm::kFixedWindow
-                             ? DecideFixedWindow(share, own_current, elapsed_ms, cost)
-                             : DecideSlidingCounter(share, own_current, own_previous, elapsed_ms, cost);
+    const Decision own =
+        spec.algorithm == Algorithm::kFixedWindow
+            ? DecideFixedWindow(share, own_current, elapsed_ms, cost)
+            : DecideSlidingCounter(share, own_current, own_previous, elapsed_ms, cost);
     Cap(own.remaining + (own.allowed ? cost : 0), cost, own.retry_after_ms, &result);
   }
   if (result.allowed && cost > 0) {
@@ -253,10 +254,9 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
                        uint64_t cost, int64_t now_ms, Decision* decision) {
   LogEntry* entry = FindEntry(logs, spec, key, hash);
   if (entry) TrimLog(*entry, spec.window_ms, now_ms);
-  const Decision result =
-      entry ? DecideSlidingLog(spec, ClusterStamps(*entry, &stamp_scratch), ClusterTotal(*entry),
-                               now_ms, cost)
-            : DecideSlidingLog(spec, {}, 0, now_ms, cost);
+  const Decision result = entry ? DecideSlidingLog(spec, ClusterStamps(*entry, &stamp_scratch),
+                                                   ClusterTotal(*entry), now_ms, cost)
+                                : DecideSlidingLog(spec, {}, 0, now_ms, cost);
   if (result.allowed && cost > 0) {
     if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
       return status;

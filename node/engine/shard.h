@@ -14,10 +14,10 @@
 
 #include "node/common/g_counter.h"
 #include "node/common/key_snapshot.h"
-#include "node/engine/key_state.h"
-#include "node/engine/key_table.h"
 #include "node/common/limit.h"
 #include "node/common/status.h"
+#include "node/engine/key_state.h"
+#include "node/engine/key_table.h"
 
 namespace tally {
 
@@ -75,7 +75,7 @@ struct alignas(64) Shard {
   const std::atomic<size_t>* cluster_size = nullptr;
   const std::atomic<size_t>* unreachable_peers = nullptr;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
-  int64_t last_now_ms = 0;     // the largest wall time seen: time never goes backwards
+  int64_t last_now_ms = 0;              // the largest wall time seen: time never goes backwards
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
   std::vector<LimitClass<LogEntry>> logs;
   std::vector<LimitClass<BucketEntry>> buckets;
@@ -97,8 +97,8 @@ struct alignas(64) Shard {
   // Replication (fixed window, sliding counter, sliding log; validated).
   // Read: every node's state of the key; false when it holds nothing live.
   // Merge: slot-wise / stamp-wise max with the snapshot's state.
-  bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
-            int64_t now_ms, KeySnapshot* snapshot);
+  bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
+            KeySnapshot* snapshot);
   Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
                int64_t now_ms);
 

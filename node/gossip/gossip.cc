@@ -2,8 +2,6 @@
 
 #include <pthread.h>
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <climits>
 #include <future>
@@ -12,14 +10,15 @@
 #include <string>
 #include <thread>
 
-#include "node/net/accept_loop.h"
-#include "node/net/acceptor.h"
+#include <spdlog/spdlog.h>
+
 #include "node/common/clock.h"
 #include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
+#include "node/net/accept_loop.h"
+#include "node/net/acceptor.h"
 
 namespace tally {
-
 
 struct Gossip::Impl {
   Impl(const Options& gossip_options, Limiter* limiter)
@@ -51,7 +50,8 @@ struct Gossip::Impl {
     if (sessions.size() >= options.max_connections) {
       refusal = std::to_string(sessions.size()) + " sessions open (--max-gossip-connections)";
     } else if (unproven_here >= options.max_unauthenticated_per_address) {
-      refusal = std::to_string(unproven_here) + " sessions from its address have not proven the "
+      refusal = std::to_string(unproven_here) +
+                " sessions from its address have not proven the "
                 "cluster secret yet";
     }
     if (!refusal.empty()) {
@@ -85,10 +85,12 @@ struct Gossip::Impl {
     protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
                                        shared.options.max_frame_bytes);
     std::vector<std::string> encoded;
-    shared.limiter->CollectGossip([&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); });
+    shared.limiter->CollectGossip(
+        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); });
     encoder.Finish(&encoded);
     std::vector<Frame> frames;
-    for (std::string& frame : encoded) frames.push_back(std::make_shared<const std::string>(std::move(frame)));
+    for (std::string& frame : encoded)
+      frames.push_back(std::make_shared<const std::string>(std::move(frame)));
     const int64_t now_ms = shared.NowMs();
     if (leave_done == nullptr && now_ms - last_beat_ms >= shared.options.membership_interval_ms) {
       Beat(/*leaving=*/false);
@@ -223,7 +225,8 @@ struct Gossip::Impl {
   void LogChange(const protocol::MemberStatus& member) {
     if (member.node_id == self_id()) return;
     const std::string_view state = protocol::MemberStateName(member.state);
-    if (member.state == protocol::MemberState::kSuspect || member.state == protocol::MemberState::kDead) {
+    if (member.state == protocol::MemberState::kSuspect ||
+        member.state == protocol::MemberState::kDead) {
       spdlog::warn("member node {} ({}) is {}: no heartbeat for {} ms", member.node_id,
                    member.address, state, member.last_heard_ms_ago);
     } else {
@@ -289,8 +292,8 @@ Status Gossip::Listen() {
     return Status::InvalidArgument("the advertised gossip address is longer than " +
                                    std::to_string(protocol::kMaxMemberAddressBytes) + " bytes");
   }
-  Status status = tally::Listen(impl.acceptor, options.listen_address, options.listen_port,
-                                "the gossip port");
+  Status status =
+      tally::Listen(impl.acceptor, options.listen_address, options.listen_port, "the gossip port");
   if (status.ok() && impl.advertise_address.empty()) {
     impl.advertise_address = FormatHostPort(options.listen_address, port());
   }

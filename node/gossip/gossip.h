@@ -81,7 +81,7 @@ class Gossip {
  public:
   struct Options {
     std::string listen_address = "127.0.0.1";
-    uint16_t listen_port = 7421;  // 0: an ephemeral port, see port()
+    uint16_t listen_port = 7421;     // 0: an ephemeral port, see port()
     std::vector<std::string> seeds;  // host:port of peers' gossip ports; may list this node
     std::string advertise_address;   // host:port peers dial; empty: listen_address:port()
     std::string cluster_secret;      // shared by the members; protocol::kMinSecretBytes or more
@@ -101,7 +101,7 @@ class Gossip {
     // address (more are refused), and in all (the oldest makes room).
     size_t max_unauthenticated_per_address = 8;
     size_t max_unauthenticated = 64;
-    size_t max_frame_bytes = 256 * 1024;       // frames this node sends
+    size_t max_frame_bytes = 256 * 1024;         // frames this node sends
     size_t max_queued_bytes = 64 * 1024 * 1024;  // per link
     // Receive buffers of all sessions and links together, beyond 16 KiB
     // each: a session whose next frame needs more is refused.

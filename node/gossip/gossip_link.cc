@@ -1,7 +1,7 @@
 // PeerLink: the connection this node dials to one peer, carrying its state.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include <spdlog/spdlog.h>
 
 #include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
@@ -81,12 +81,12 @@ void PeerLink::RedialNow() {
 asio::awaitable<Status> PeerLink::Connect() {
   HostPort target;
   if (Status status = ParseHostPort(address_, &target); !status.ok()) co_return status;
-  deadline_ms_ = shared_.NowMs() + shared_.options.connect_timeout_ms;  // Tick closes the socket then
+  deadline_ms_ =
+      shared_.NowMs() + shared_.options.connect_timeout_ms;  // Tick closes the socket then
   asio::error_code ec;
   tcp::resolver resolver(socket_.get_executor());
-  const auto endpoints =
-      co_await resolver.async_resolve(target.host, std::to_string(target.port),
-                                      asio::redirect_error(asio::use_awaitable, ec));
+  const auto endpoints = co_await resolver.async_resolve(
+      target.host, std::to_string(target.port), asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot resolve " + address_ + ": " + ec.message());
   std::vector<tcp::endpoint> others;
   for (const auto& entry : endpoints) {
@@ -102,7 +102,8 @@ asio::awaitable<Status> PeerLink::Connect() {
   std::string hello;
   const std::string nonce = protocol::RandomNonce();
   protocol::EncodeHello(shared_.limiter->node_id(), nonce, &hello);
-  co_await asio::async_write(socket_, asio::buffer(hello), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(socket_, asio::buffer(hello),
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot send hello: " + ec.message());
   // The peer's hello, sealed with seq 0: it proves the peer holds the secret.
   protocol::PeerMessage reply;
@@ -163,8 +164,7 @@ void PeerLink::Reset(const std::string& why) {
   asio::error_code ignored;
   socket_.close(ignored);
   if (!stopping_ && !reported_down_) {
-    spdlog::warn("gossip link to {} down: {}; this node decides from what it knows", address_,
-                 why);
+    spdlog::warn("gossip link to {} down: {}; this node decides from what it knows", address_, why);
     reported_down_ = true;
   } else if (was_up && !stopping_) {
     spdlog::debug("gossip link to {} down again: {}", address_, why);
@@ -245,8 +245,9 @@ void PeerLink::PumpSync() {
     protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
                                        shared_.options.max_frame_bytes);
     std::vector<std::string> frames;
-    shared_.limiter->CollectReplica(static_cast<size_t>(sync_shard_++),
-                                    [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); });
+    shared_.limiter->CollectReplica(
+        static_cast<size_t>(sync_shard_++),
+        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); });
     encoder.Finish(&frames);
     for (std::string& frame : frames) {
       Enqueue(std::make_shared<const std::string>(std::move(frame)));

@@ -6,8 +6,6 @@
 // which other threads read for stats and WaitForRecovery.
 #pragma once
 
-#include <asio.hpp>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -21,8 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "node/gossip/gossip.h"
+#include <asio.hpp>
+
 #include "node/engine/limiter.h"
+#include "node/gossip/gossip.h"
 #include "node/gossip/membership.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
@@ -34,7 +34,6 @@ namespace tally {
 
 using asio::ip::tcp;
 using Frame = std::shared_ptr<const std::string>;
-
 
 // The limits on frames a peer may send once it has proven the cluster
 // secret: the sender cuts frames at Options::max_frame_bytes (at most
@@ -58,7 +57,7 @@ struct GossipShared {
 
   const Gossip::Options options;  // options.cluster_secret: at least kMinSecretBytes
   Limiter* const limiter;
-  RateLimitedLog log;  // gossip thread only
+  RateLimitedLog log;          // gossip thread only
   BufferBudget buffer_budget;  // the receive buffers of every link and session
 
   std::atomic<uint64_t> rounds{0}, bytes_sent{0}, bytes_received{0}, delta_bytes_sent{0},
@@ -71,10 +70,10 @@ struct GossipShared {
   // resolves to this node as well as to others.
   std::set<tcp::endpoint> self_endpoints;
 
-  mutable std::mutex mu;  // guards the rest
-  std::condition_variable recovery_changed;  // synced, or the membership, changed
-  std::optional<Membership> membership;      // from Gossip::Start
-  bool no_seed_but_self = false;             // every seed is this node: nobody to join
+  mutable std::mutex mu;                                  // guards the rest
+  std::condition_variable recovery_changed;               // synced, or the membership, changed
+  std::optional<Membership> membership;                   // from Gossip::Start
+  bool no_seed_but_self = false;                          // every seed is this node: nobody to join
   std::map<std::string, protocol::PeerLinkStatus> links;  // by address
   struct NodeState {
     protocol::PeerNodeStatus status;  // last_heard_ms_ago computed from last_heard_ms
@@ -94,9 +93,9 @@ struct GossipShared {
 // connection ends or fails; Corruption for bytes that are no frame or a
 // frame over the limits; ResourceExhausted when the buffer would grow past
 // what shared.buffer_budget has left.
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer,
-                                   size_t count, size_t sizes[2],
-                                   const protocol::FrameLimits& limits, GossipShared& shared);
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer, size_t count,
+                                   size_t sizes[2], const protocol::FrameLimits& limits,
+                                   GossipShared& shared);
 
 // Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
 Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
@@ -104,8 +103,8 @@ Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
 
 // A message and the seal after it, both buffered at the front: OK when the
 // seal carries `seq` and the mac of the message's frame under `auth`.
-Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
-                 const protocol::PeerAuth& auth, uint64_t seq);
+Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2], const protocol::PeerAuth& auth,
+                 uint64_t seq);
 
 // The connection this node dials to one peer, carrying its state there.
 // Shared ownership: its pending operations keep it alive after Stop.
@@ -156,8 +155,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   NodeId peer_id_ = 0;
   std::optional<protocol::PeerAuth> auth_;  // this connection's key
   uint64_t next_seq_ = 1;
-  uint64_t generation_ = 0;   // one per connection: stale write callbacks are ignored
-  int64_t deadline_ms_ = 0;   // connecting: give up then; 0: none
+  uint64_t generation_ = 0;  // one per connection: stale write callbacks are ignored
+  int64_t deadline_ms_ = 0;  // connecting: give up then; 0: none
   std::deque<Frame> queue_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;

@@ -2,7 +2,6 @@
 // and the frame reading both ends of a gossip connection use.
 #include <spdlog/spdlog.h>
 
-
 #include "node/common/clock.h"
 #include "node/gossip/gossip_peer.h"
 #include "node/net/acceptor.h"
@@ -27,9 +26,9 @@ protocol::FrameLimits HandshakeFrameLimits() {
   return limits;
 }
 
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer,
-                                   size_t count, size_t sizes[2],
-                                   const protocol::FrameLimits& limits, GossipShared& shared) {
+asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer, size_t count,
+                                   size_t sizes[2], const protocol::FrameLimits& limits,
+                                   GossipShared& shared) {
   for (;;) {
     const std::span<const std::byte> received = buffer->readable();
     size_t offset = 0, found = 0, wanted = kMinReadBytes;
@@ -66,8 +65,8 @@ Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
                                      message);
 }
 
-Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
-                 const protocol::PeerAuth& auth, uint64_t seq) {
+Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2], const protocol::PeerAuth& auth,
+                 uint64_t seq) {
   protocol::PeerMessage seal;
   if (Status status = DecodeAt(buffer, sizes[0], sizes[1], &seal); !status.ok()) return status;
   if (seal.kind != protocol::PeerMessageKind::kSeal) {
@@ -75,11 +74,13 @@ Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2],
   }
   if (seal.seq != seq) {
     return Status::InvalidArgument("seal " + std::to_string(seal.seq) + " where " +
-                                   std::to_string(seq) + " was due (a replayed or reordered message)");
+                                   std::to_string(seq) +
+                                   " was due (a replayed or reordered message)");
   }
   if (!auth.Verify(seq, buffer.readable().first(sizes[0]), seal.mac)) {
-    return Status::InvalidArgument("a seal that does not match: the peer does not hold this "
-                                   "cluster's secret, or the message was altered");
+    return Status::InvalidArgument(
+        "a seal that does not match: the peer does not hold this "
+        "cluster's secret, or the message was altered");
   }
   return Status::OK();
 }
@@ -131,8 +132,10 @@ asio::awaitable<void> PeerSession::Run() {
     Refuse(status.ToString());
   } else if (auth_ && !counted_ && node_id_ != shared_.limiter->node_id()) {
     // It saw our sealed hello and left: no member of ours.
-    Refuse("node " + std::to_string(node_id_) + " ended the session before it proved the "
-           "cluster secret: " + status.ToString());
+    Refuse("node " + std::to_string(node_id_) +
+           " ended the session before it proved the "
+           "cluster secret: " +
+           status.ToString());
   }
   Close();
   if (counted_) Heard(/*sessions=*/-1, 0, false);
@@ -161,7 +164,8 @@ asio::awaitable<Status> PeerSession::Serve() {
   protocol::EncodeHello(shared_.limiter->node_id(), nonce, &reply);
   protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
   asio::error_code ec;
-  co_await asio::async_write(socket_, asio::buffer(reply), asio::redirect_error(asio::use_awaitable, ec));
+  co_await asio::async_write(socket_, asio::buffer(reply),
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::IOError(ec.message());
   GossipShared::Add(shared_.bytes_sent, reply.size());
   if (from_self) co_return Status::IOError("this node dialled itself");
@@ -184,15 +188,12 @@ asio::awaitable<Status> PeerSession::Serve() {
       case protocol::PeerMessageKind::kState:
         if (Status status = Merge(message); !status.ok()) co_return status;
         break;
-      case protocol::PeerMessageKind::kMembers:
-        MergeMembers(message.members);
-        break;
+      case protocol::PeerMessageKind::kMembers: MergeMembers(message.members); break;
       case protocol::PeerMessageKind::kSyncDone:
         GossipShared::Add(shared_.full_syncs_received, 1);
         Heard(0, 0, /*synced=*/true);
         break;
-      case protocol::PeerMessageKind::kHello:
-        co_return Status::InvalidArgument("a second hello");
+      case protocol::PeerMessageKind::kHello: co_return Status::InvalidArgument("a second hello");
       case protocol::PeerMessageKind::kSeal:
         co_return Status::InvalidArgument("a seal without a message");
       case protocol::PeerMessageKind::kHeartbeat:

@@ -8,7 +8,8 @@ namespace {
 // Which of two records about one member is newer: a later incarnation, or
 // in one incarnation a later heartbeat, or the same beat marked left.
 bool Newer(const protocol::MemberRecord& a, const protocol::MemberRecord& b) {
-  return std::tuple(a.incarnation, a.heartbeat, a.left) > std::tuple(b.incarnation, b.heartbeat, b.left);
+  return std::tuple(a.incarnation, a.heartbeat, a.left) >
+         std::tuple(b.incarnation, b.heartbeat, b.left);
 }
 
 }  // namespace

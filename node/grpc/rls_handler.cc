@@ -1,10 +1,10 @@
 #include "node/grpc/rls_handler.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <limits>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "node/common/ratelimit_headers.h"
 #include "node/policy/policy_checker.h"
@@ -163,7 +163,8 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
         static_cast<int64_t>(decision.reset_after_ms / 1'000));
     status->mutable_duration_until_reset()->set_nanos(
         static_cast<int32_t>(decision.reset_after_ms % 1'000 * 1'000'000));
-    if (tightest == nullptr || decision.remaining < tightest->decision.remaining) tightest = &outcome;
+    if (tightest == nullptr || decision.remaining < tightest->decision.remaining)
+      tightest = &outcome;
   }
   response->set_overall_code(over_limit ? rls::RateLimitResponse::OVER_LIMIT
                                         : rls::RateLimitResponse::OK);
@@ -172,8 +173,8 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
     Decision shown = tightest->decision;
     shown.allowed = tightest->allowed();  // a shadow denial is no denial to the client
     std::vector<HeaderField> headers;
-    AppendRateLimitHeaders(rule.name.empty() ? rule.full_key : rule.name, shown, rule.spec.window_ms,
-                           &headers);
+    AppendRateLimitHeaders(rule.name.empty() ? rule.full_key : rule.name, shown,
+                           rule.spec.window_ms, &headers);
     for (const HeaderField& header : headers) {
       auto* added = response->add_response_headers_to_add();
       added->set_key(header.name);

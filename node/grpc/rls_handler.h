@@ -25,14 +25,14 @@
 // logged is behind a mutex.
 #pragma once
 
-#include <grpcpp/support/status.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <set>
 #include <string>
+
+#include <grpcpp/support/status.h>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "node/engine/limiter.h"

@@ -1,9 +1,9 @@
 #include "node/grpc/rls_server.h"
 
+#include <chrono>
+
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
-
-#include <chrono>
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "node/grpc/rls_handler.h"
@@ -82,7 +82,8 @@ uint16_t RlsServer::port() const { return static_cast<uint16_t>(impl_->port); }
 
 void RlsServer::Shutdown(int64_t deadline_ms) {
   if (impl_->server == nullptr) return;
-  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(deadline_ms));
   impl_->server->Wait();
   impl_->server.reset();
 }

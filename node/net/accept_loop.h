@@ -15,11 +15,11 @@
 // (one thread); the loop owns nothing another thread touches.
 #pragma once
 
-#include <asio.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include <asio.hpp>
 
 #include "node/net/rate_limited_log.h"
 

@@ -6,10 +6,10 @@
 // on the thread that owns the socket.
 #pragma once
 
-#include <asio.hpp>
-
 #include <cstdint>
 #include <string>
+
+#include <asio.hpp>
 
 #include "node/common/status.h"
 
@@ -17,8 +17,8 @@ namespace tally {
 
 // Opens, binds (SO_REUSEADDR) and listens on address:port (port 0: an
 // ephemeral one). `what` names the port in errors, e.g. "the gossip port".
-inline Status Listen(asio::ip::tcp::acceptor& acceptor, const std::string& address,
-                     uint16_t port, const std::string& what) {
+inline Status Listen(asio::ip::tcp::acceptor& acceptor, const std::string& address, uint16_t port,
+                     const std::string& what) {
   asio::error_code ec;
   const asio::ip::address ip = asio::ip::make_address(address, ec);
   if (ec) return Status::InvalidArgument("bad address for " + what + ": '" + address + "'");

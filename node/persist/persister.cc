@@ -2,10 +2,10 @@
 
 #include <pthread.h>
 
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <memory>
+
+#include <spdlog/spdlog.h>
 
 namespace tally {
 
@@ -53,13 +53,15 @@ Status Persister::Stop() {
   }
   const Status checkpoint = CheckpointLocked();
   const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - started).count();
+                              std::chrono::steady_clock::now() - started)
+                              .count();
   if (checkpoint.ok()) {
     spdlog::info("final checkpoint written in {} ms", elapsed_ms);
   } else if (covered_by_changes) {
-    spdlog::warn("final checkpoint not written ({}); nothing is lost: what changed is on disk, "
-                 "and the next start reads the runs since the last checkpoint",
-                 checkpoint.ToString());
+    spdlog::warn(
+        "final checkpoint not written ({}); nothing is lost: what changed is on disk, "
+        "and the next start reads the runs since the last checkpoint",
+        checkpoint.ToString());
     return Status::OK();
   }
   return checkpoint;
@@ -142,9 +144,10 @@ void Persister::LogOutcome(const Status& status, bool was_degraded) {
     return;  // while degraded, a line a second at most
   }
   failure_logged_ = now;
-  spdlog::error("persisting failed ({} failed writes so far, degraded for {} ms): serving from "
-                "memory, and a crash would lose what changed since the last write: {}",
-                stats_.write_errors, ms(failing_since_), status.ToString());
+  spdlog::error(
+      "persisting failed ({} failed writes so far, degraded for {} ms): serving from "
+      "memory, and a crash would lose what changed since the last write: {}",
+      stats_.write_errors, ms(failing_since_), status.ToString());
 }
 
 Persister::Stats Persister::stats() const {

@@ -47,7 +47,7 @@ class Persister {
     int64_t compaction_interval_ms = 600'000;  // 0: never
   };
   struct Stats {
-    uint64_t flushes = 0;       // runs written, checkpoints included
+    uint64_t flushes = 0;  // runs written, checkpoints included
     uint64_t checkpoints = 0;
     uint64_t keys_written = 0;  // records in those runs
     uint64_t write_errors = 0;  // failed runs
@@ -78,8 +78,7 @@ class Persister {
   void Every(int64_t interval_ms, const std::function<void()>& work);
   // With flush_mu_ held: begins a run, fills it with collect(run), commits
   // it unless it is an empty delta, and counts the outcome.
-  Status WriteRun(bool checkpoint,
-                  const std::function<void(storage::Store::Run*)>& collect);
+  Status WriteRun(bool checkpoint, const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
   Status WriteChangesLocked();
   // With flush_mu_ and stats_mu_ held, stats_ updated: logs a failed write,
@@ -94,11 +93,11 @@ class Persister {
   std::condition_variable wake_;
   bool stop_ = false;
   bool stopped_ = false;  // Stop has run; guarded by mu_
-  std::mutex flush_mu_;  // one write at a time; guards unsaved_
+  std::mutex flush_mu_;   // one write at a time; guards unsaved_
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
   std::chrono::steady_clock::time_point failing_since_, failure_logged_;
-  bool last_writes_ = false;  // Stop is writing; guarded by flush_mu_
+  bool last_writes_ = false;     // Stop is writing; guarded by flush_mu_
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;

@@ -1,9 +1,9 @@
 #include "node/policy/policy.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <cstdio>
+
+#include <openssl/sha.h>
 
 namespace tally {
 namespace {

@@ -11,7 +11,8 @@ Status ValidatePolicyRequest(std::string_view domain, std::span<const Descriptor
     const std::string which = "descriptor " + std::to_string(i);
     if (descriptors[i].empty()) return Status::InvalidArgument(which + " has no entries");
     for (const DescriptorEntry& entry : descriptors[i]) {
-      if (entry.key.empty()) return Status::InvalidArgument(which + " has an entry with an empty key");
+      if (entry.key.empty())
+        return Status::InvalidArgument(which + " has an entry with an empty key");
     }
   }
   return Status::OK();
@@ -55,8 +56,8 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
   for (size_t j = 0; j < checks; ++j) {
     const size_t i = scratch->descriptor_of[j];
     const uint64_t own_hits = override_of(i).hits != 0 ? override_of(i).hits : hits;
-    scratch->batch[j] =
-        Limiter::CheckRequest{scratch->keys[j], (*outcomes)[i].rule->spec, own_hits == 0 ? 1 : own_hits};
+    scratch->batch[j] = Limiter::CheckRequest{scratch->keys[j], (*outcomes)[i].rule->spec,
+                                              own_hits == 0 ? 1 : own_hits};
   }
   limiter->CheckBatch(scratch->batch, scratch->results);
   for (size_t j = 0; j < checks; ++j) {

@@ -8,8 +8,8 @@
 //    is replaced by another matched rule: kNoLimit, nothing counted;
 //  - an unlimited rule: kUnlimited, nothing counted;
 //  - otherwise the engine decides `hits` (0 counts as 1, as Envoy's
-//    hits_addend; a descriptor's override may set its own) on the descriptor's counter key (CounterKey) under the
-//    rule's limit: kLimited with the decision, or the engine's error;
+//    hits_addend; a descriptor's override may set its own) on the descriptor's counter key
+//    (CounterKey) under the rule's limit: kLimited with the decision, or the engine's error;
 //  - in shadow mode a denial is reported (shadow_denied) but allowed.
 // Each descriptor is decided on its own: a denial of one does not undo the
 // admission of another (as in envoyproxy/ratelimit).
@@ -38,7 +38,9 @@ struct DescriptorOutcome {
   Decision decision;                 // kLimited with an OK status
   bool shadow_denied = false;        // denied, but allowed: the rule is in shadow mode
   // False only for a kLimited descriptor the engine denied outside shadow mode.
-  bool allowed() const { return kind != Kind::kLimited || (status.ok() && decision.allowed) || shadow_denied; }
+  bool allowed() const {
+    return kind != Kind::kLimited || (status.ok() && decision.allowed) || shadow_denied;
+  }
 };
 
 struct PolicyCheckScratch {

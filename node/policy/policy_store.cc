@@ -2,12 +2,12 @@
 
 #include <pthread.h>
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "node/policy/policy_yaml.h"
 

@@ -1,7 +1,5 @@
 #include "node/policy/policy_yaml.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +7,8 @@
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 namespace tally {
 namespace {
@@ -68,8 +68,9 @@ std::optional<uint64_t> UnitMs(const std::string& unit) {
 
 std::unique_ptr<PolicyRule> ParseRateLimit(const YAML::Node& node, const std::string& full_key,
                                            bool shadow_mode) {
-  RequireMap(node, "rate_limit",
-             {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window_ms"});
+  RequireMap(
+      node, "rate_limit",
+      {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window_ms"});
   auto rule = std::make_unique<PolicyRule>();
   rule->full_key = full_key;
   rule->shadow_mode = shadow_mode;
@@ -131,7 +132,8 @@ void ParseDescriptors(const YAML::Node& list, const std::string& parent_key, boo
     if (key.empty()) Fail(item, "a descriptor needs a non-empty key");
     const std::string value = item["value"] ? String(item["value"], "value") : "";
     if (item["detailed_metric"]) Bool(item["detailed_metric"], "detailed_metric");
-    const bool shadow = shadow_mode || (item["shadow_mode"] && Bool(item["shadow_mode"], "shadow_mode"));
+    const bool shadow =
+        shadow_mode || (item["shadow_mode"] && Bool(item["shadow_mode"], "shadow_mode"));
     const std::string full_key = parent_key + key + (value.empty() ? "" : "_" + value);
 
     PolicySet::Node* child = nullptr;
@@ -139,7 +141,8 @@ void ParseDescriptors(const YAML::Node& list, const std::string& parent_key, boo
       if (level->by_key.contains(key)) Fail(item, "duplicate descriptor '" + full_key + "'");
       child = &level->by_key[key];
     } else {
-      if (level->by_value.contains({key, value})) Fail(item, "duplicate descriptor '" + full_key + "'");
+      if (level->by_value.contains({key, value}))
+        Fail(item, "duplicate descriptor '" + full_key + "'");
       child = &level->by_value[{key, value}];
       if (value.back() == '*') level->wildcards.emplace_back(key, value);
     }
@@ -194,7 +197,8 @@ Status LoadPolicyDir(const std::string& dir, PolicySet* set) {
     std::stringstream text;
     text << in.rdbuf();
     if (!in) return Status::IOError("cannot read policy file " + path.string());
-    if (Status parsed = ParsePolicyFile(path.string(), text.str(), set); !parsed.ok()) return parsed;
+    if (Status parsed = ParsePolicyFile(path.string(), text.str(), set); !parsed.ok())
+      return parsed;
   }
   return Status::OK();
 }

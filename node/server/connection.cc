@@ -62,8 +62,10 @@ void Connection::Start() {
   WorkerCounters::Add(worker_.counters.connections_total, 1);
   socket_.set_option(tcp::no_delay(true));
   auto self = shared_from_this();
-  asio::co_spawn(worker_.io, Serve(), [self](std::exception_ptr e) { LogFailure(e, "connection"); });
-  asio::co_spawn(worker_.io, Watchdog(), [self](std::exception_ptr e) { LogFailure(e, "watchdog"); });
+  asio::co_spawn(worker_.io, Serve(),
+                 [self](std::exception_ptr e) { LogFailure(e, "connection"); });
+  asio::co_spawn(worker_.io, Watchdog(),
+                 [self](std::exception_ptr e) { LogFailure(e, "watchdog"); });
 }
 
 void Connection::Stop() {

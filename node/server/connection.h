@@ -12,12 +12,12 @@
 // second per worker.
 #pragma once
 
-#include <asio.hpp>
-
 #include <exception>
 #include <memory>
 #include <string>
 #include <unordered_set>
+
+#include <asio.hpp>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"

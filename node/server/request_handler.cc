@@ -35,8 +35,7 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
     case protocol::RequestKind::kPolicyCheck:
       HandlePolicyCheck(request.policy_check, response);
       return;
-    case protocol::RequestKind::kUnknown:
-      break;
+    case protocol::RequestKind::kUnknown: break;
   }
   response->kind = protocol::ResponseKind::kError;
   response->error = protocol::ErrorCode::kUnsupported;

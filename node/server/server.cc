@@ -15,7 +15,6 @@
 
 namespace tally {
 
-
 struct Server::Impl {
   Impl(const Options& opts, Limiter* lim, const Clock* clk)
       : options(opts),
@@ -50,9 +49,10 @@ struct Server::Impl {
       workers[0].log.Warn("refusing connection from " + PeerName(socket) + ": " +
                           std::to_string(options.max_connections) + " connections open");
       asio::error_code ignored;
-      asio::write(socket, asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted,
-                                                  "too many connections")),
-                  ignored);
+      asio::write(
+          socket,
+          asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted, "too many connections")),
+          ignored);
       return;  // the socket closes as it goes out of scope
     }
     asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
@@ -156,14 +156,14 @@ struct Server::Impl {
   Limiter* const limiter;
   const Clock* const clock;
   const int64_t started_ms;
-  BufferBudget buffer_budget;  // shared by the connections of every worker
-  std::deque<Worker> workers;  // never resized: connections hold references
-  tcp::acceptor acceptor;       // worker 0
-  AcceptLoop accept_loop;       // worker 0
-  size_t next_worker = 0;       // worker 0
-  asio::signal_set signals;     // worker 0
+  BufferBudget buffer_budget;      // shared by the connections of every worker
+  std::deque<Worker> workers;      // never resized: connections hold references
+  tcp::acceptor acceptor;          // worker 0
+  AcceptLoop accept_loop;          // worker 0
+  size_t next_worker = 0;          // worker 0
+  asio::signal_set signals;        // worker 0
   asio::steady_timer sweep_timer;  // worker 0
-  bool shutting_down = false;   // worker 0
+  bool shutting_down = false;      // worker 0
 };
 
 Server::Server(const Options& options, Limiter* limiter, const Clock* clock)
@@ -184,7 +184,8 @@ void Server::Run() {
   asio::co_spawn(io, impl.accept_loop.Run(),
                  [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
   if (impl.options.sweep_interval_ms > 0) {
-    asio::co_spawn(io, impl.SweepPeriodically(), [](std::exception_ptr e) { LogFailure(e, "sweep"); });
+    asio::co_spawn(io, impl.SweepPeriodically(),
+                   [](std::exception_ptr e) { LogFailure(e, "sweep"); });
   }
   if (impl.options.handle_signals) {
     impl.signals.add(SIGTERM);

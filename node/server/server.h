@@ -37,9 +37,9 @@
 #include <string>
 
 #include "node/common/clock.h"
+#include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "node/policy/policy_store.h"
-#include "node/common/status.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 

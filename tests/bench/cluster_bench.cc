@@ -39,9 +39,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "node/common/version.h"
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
+#include "node/common/version.h"
 
 namespace {
 
@@ -85,9 +85,10 @@ std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool
 
 // 1. Admitted / limit per window.
 void Admission(const Settings& settings, size_t nodes) {
-  std::printf("\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
-              "%d windows)\n%-12s %-7s %-8s %10s %10s\n", nodes, settings.windows, "mode", "demand",
-              "spread", "mean", "max");
+  std::printf(
+      "\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
+      "%d windows)\n%-12s %-7s %-8s %10s %10s\n",
+      nodes, settings.windows, "mode", "demand", "spread", "mean", "max");
   struct Mode {
     const char* name;
     bool gossip;
@@ -95,8 +96,9 @@ void Admission(const Settings& settings, size_t nodes) {
   };
   for (const Mode& mode : {Mode{"local-only", false, false}, Mode{"tally", true, false},
                            Mode{"tally+escrow", true, true}}) {
-    auto cluster = Start(settings, nodes, mode.gossip,
-                         mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
+    auto cluster =
+        Start(settings, nodes, mode.gossip,
+              mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
     for (const int factor : {2, 10}) {
       for (const bool skewed : {false, true}) {
         tally::cluster::DemandOptions demand;
@@ -124,11 +126,12 @@ void Admission(const Settings& settings, size_t nodes) {
         const char* const name = mode.name;
         std::printf("%-12s %-7s %-8s %10.2f %10.2f\n", name, (std::to_string(factor) + "x").c_str(),
                     skewed ? "skewed" : "even", mean, largest);
-        Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) + ", \"mode\": \"" +
-             name + "\", \"demand_x_limit\": " + std::to_string(factor) + ", \"spread\": \"" +
-             (skewed ? "skewed" : "even") + "\", \"admitted_over_limit_mean\": " +
-             std::to_string(mean) + ", \"admitted_over_limit_max\": " + std::to_string(largest) +
-             ", \"per_window\": [" + per_window + "]}");
+        Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) +
+             ", \"mode\": \"" + name + "\", \"demand_x_limit\": " + std::to_string(factor) +
+             ", \"spread\": \"" + (skewed ? "skewed" : "even") +
+             "\", \"admitted_over_limit_mean\": " + std::to_string(mean) +
+             ", \"admitted_over_limit_max\": " + std::to_string(largest) + ", \"per_window\": [" +
+             per_window + "]}");
       }
     }
   }
@@ -136,10 +139,11 @@ void Admission(const Settings& settings, size_t nodes) {
 
 // 1b. The same during a partition: the last node cut off from the others.
 void Partition(const Settings& settings, size_t nodes) {
-  std::printf("\n== %zu nodes, node %zu cut off from the others: admitted / limit per window "
-              "(fixed_window, limit 100 per 1000 ms, %d windows, demand spread evenly)\n"
-              "%-10s %-7s %12s %12s %10s\n", nodes, nodes - 1, settings.windows, "mode", "demand",
-              "big side", "small side", "total");
+  std::printf(
+      "\n== %zu nodes, node %zu cut off from the others: admitted / limit per window "
+      "(fixed_window, limit 100 per 1000 ms, %d windows, demand spread evenly)\n"
+      "%-10s %-7s %12s %12s %10s\n",
+      nodes, nodes - 1, settings.windows, "mode", "demand", "big side", "small side", "total");
   for (const char* mode : {"fail-open", "share"}) {
     auto cluster = Start(settings, nodes, true, {"--partition-mode", mode});
     std::vector<size_t> rest;
@@ -226,9 +230,13 @@ void Membership(const Settings& settings, size_t nodes) {
   const auto largest = [](const std::vector<double>& values) {
     return *std::max_element(values.begin(), values.end());
   };
-  std::printf("\n== %zu nodes: membership (membership interval 200 ms, suspect after 1000 ms, dead "
-              "after 3000 ms; %d trials)\n%-44s %10s %10s\n", nodes, settings.trials, "every other "
-              "node shows the node ...", "mean_ms", "max_ms");
+  std::printf(
+      "\n== %zu nodes: membership (membership interval 200 ms, suspect after 1000 ms, dead "
+      "after 3000 ms; %d trials)\n%-44s %10s %10s\n",
+      nodes, settings.trials,
+      "every other "
+      "node shows the node ...",
+      "mean_ms", "max_ms");
   const std::pair<const char*, const std::vector<double>*> rows[] = {
       {"suspect, after SIGKILL", &suspect_ms},
       {"dead, after SIGKILL (failure detection)", &dead_ms},
@@ -247,7 +255,8 @@ void Membership(const Settings& settings, size_t nodes) {
 
 double Percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(p * static_cast<double>(values.size())))];
+  return values[std::min(values.size() - 1,
+                         static_cast<size_t>(p * static_cast<double>(values.size())))];
 }
 
 // 2. Convergence latency.
@@ -267,7 +276,8 @@ void Convergence(const Settings& settings, LocalCluster& cluster) {
     const size_t at = static_cast<size_t>(sample) % nodes;
     const std::string key = "converge-" + std::to_string(sample);
     tally::protocol::CheckOutcome outcome;
-    if (Status status = clients[at]->Check({key, spec, 1}, &outcome); !status.ok()) Die("check", status);
+    if (Status status = clients[at]->Check({key, spec, 1}, &outcome); !status.ok())
+      Die("check", status);
     const Clock::time_point admitted = Clock::now();
     std::vector<bool> seen(nodes, false);
     seen[at] = true;
@@ -275,32 +285,37 @@ void Convergence(const Settings& settings, LocalCluster& cluster) {
            Clock::now() - admitted < std::chrono::seconds(5)) {
       for (size_t node = 0; node < nodes; ++node) {
         if (seen[node]) continue;
-        if (clients[node]->Check({key, spec, 0}, &outcome).ok() && outcome.decision.remaining == 999) {
+        if (clients[node]->Check({key, spec, 0}, &outcome).ok() &&
+            outcome.decision.remaining == 999) {
           seen[node] = true;
         }
       }
     }
-    latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - admitted).count());
+    latencies_ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - admitted).count());
   }
   const double p50 = Percentile(latencies_ms, 0.50), p99 = Percentile(latencies_ms, 0.99);
-  std::printf("\n== %zu nodes: convergence, an increment until every other node sees it (%d samples)\n"
-              "p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", nodes, settings.samples, p50, p99,
-              Percentile(latencies_ms, 1.0));
-  Json("{\"scenario\": \"convergence\", \"nodes\": " + std::to_string(nodes) + ", \"samples\": " +
-       std::to_string(settings.samples) + ", \"p50_ms\": " + std::to_string(p50) + ", \"p99_ms\": " +
-       std::to_string(p99) + "}");
+  std::printf(
+      "\n== %zu nodes: convergence, an increment until every other node sees it (%d samples)\n"
+      "p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+      nodes, settings.samples, p50, p99, Percentile(latencies_ms, 1.0));
+  Json("{\"scenario\": \"convergence\", \"nodes\": " + std::to_string(nodes) +
+       ", \"samples\": " + std::to_string(settings.samples) +
+       ", \"p50_ms\": " + std::to_string(p50) + ", \"p99_ms\": " + std::to_string(p99) + "}");
 }
 
 // Runs tally-loadgen against every node of the cluster; returns decisions/s.
 double Loadgen(const Settings& settings, LocalCluster& cluster, const std::string& label) {
   std::vector<std::string> argv;
-  if (settings.loadgen_cpu >= 0) argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
+  if (settings.loadgen_cpu >= 0)
+    argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
   argv.insert(argv.end(), {settings.loadgen, "--target", "tally", "--connections",
                            std::to_string(settings.connections), "--depth", "16", "--keys",
                            std::to_string(settings.keys), "--duration-ms",
                            std::to_string(settings.duration_ms), "--label", label, "--no-header"});
   for (size_t node = 0; node < cluster.size(); ++node) {
-    argv.insert(argv.end(), {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
+    argv.insert(argv.end(),
+                {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
   }
   const std::string json_path = cluster.root() + "/" + label + ".json";
   argv.insert(argv.end(), {"--json", json_path});
@@ -337,26 +352,30 @@ void Load(const Settings& settings, LocalCluster& cluster, double single_node_de
   const double decisions_per_s = Loadgen(settings, cluster, "cluster-" + std::to_string(nodes));
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const tally::protocol::StatsReply after = Sum(cluster);
-  const double delta_bytes = static_cast<double>(after.gossip_delta_bytes_sent - before.gossip_delta_bytes_sent);
-  const double entries = static_cast<double>(after.gossip_delta_entries_sent - before.gossip_delta_entries_sent);
-  const double bytes_per_s = static_cast<double>(after.gossip_bytes_sent - before.gossip_bytes_sent) / seconds;
+  const double delta_bytes =
+      static_cast<double>(after.gossip_delta_bytes_sent - before.gossip_delta_bytes_sent);
+  const double entries =
+      static_cast<double>(after.gossip_delta_entries_sent - before.gossip_delta_entries_sent);
+  const double bytes_per_s =
+      static_cast<double>(after.gossip_bytes_sent - before.gossip_bytes_sent) / seconds;
   const double ratio = decisions_per_s / single_node_decisions_per_s;
-  std::printf("\n== %zu nodes: load from tally-loadgen over every node (%d connections, depth 16, %llu "
-              "uniform keys, %d ms)\n"
-              "decisions/s %.0f (one local-only node: %.0f; cluster / one node %.2f)\n"
-              "gossip: %.1f bytes per changed key-slot; %.0f key-slots/s; %.0f bytes/s on the wire "
-              "in all (%.1f per decision)\n",
-              nodes, settings.connections, static_cast<unsigned long long>(settings.keys),
-              settings.duration_ms, decisions_per_s, single_node_decisions_per_s, ratio,
-              entries > 0 ? delta_bytes / entries : 0, entries / seconds, bytes_per_s,
-              bytes_per_s / decisions_per_s);
-  Json("{\"scenario\": \"load\", \"nodes\": " + std::to_string(nodes) + ", \"decisions_per_s\": " +
-       std::to_string(decisions_per_s) + ", \"single_node_decisions_per_s\": " +
-       std::to_string(single_node_decisions_per_s) + ", \"cluster_over_single_node\": " +
-       std::to_string(ratio) + ", \"bytes_per_key_slot\": " +
-       std::to_string(entries > 0 ? delta_bytes / entries : 0) + ", \"key_slots_per_s\": " +
-       std::to_string(entries / seconds) + ", \"gossip_bytes_per_s\": " + std::to_string(bytes_per_s) +
-       "}");
+  std::printf(
+      "\n== %zu nodes: load from tally-loadgen over every node (%d connections, depth 16, %llu "
+      "uniform keys, %d ms)\n"
+      "decisions/s %.0f (one local-only node: %.0f; cluster / one node %.2f)\n"
+      "gossip: %.1f bytes per changed key-slot; %.0f key-slots/s; %.0f bytes/s on the wire "
+      "in all (%.1f per decision)\n",
+      nodes, settings.connections, static_cast<unsigned long long>(settings.keys),
+      settings.duration_ms, decisions_per_s, single_node_decisions_per_s, ratio,
+      entries > 0 ? delta_bytes / entries : 0, entries / seconds, bytes_per_s,
+      bytes_per_s / decisions_per_s);
+  Json("{\"scenario\": \"load\", \"nodes\": " + std::to_string(nodes) +
+       ", \"decisions_per_s\": " + std::to_string(decisions_per_s) +
+       ", \"single_node_decisions_per_s\": " + std::to_string(single_node_decisions_per_s) +
+       ", \"cluster_over_single_node\": " + std::to_string(ratio) +
+       ", \"bytes_per_key_slot\": " + std::to_string(entries > 0 ? delta_bytes / entries : 0) +
+       ", \"key_slots_per_s\": " + std::to_string(entries / seconds) +
+       ", \"gossip_bytes_per_s\": " + std::to_string(bytes_per_s) + "}");
 }
 
 }  // namespace
@@ -391,7 +410,8 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << "[\n";
-    for (size_t i = 0; i < json_rows.size(); ++i) out << json_rows[i] << (i + 1 < json_rows.size() ? ",\n" : "\n");
+    for (size_t i = 0; i < json_rows.size(); ++i)
+      out << json_rows[i] << (i + 1 < json_rows.size() ? ",\n" : "\n");
     out << "]\n";
     std::printf("\nresults: %s\n", json_path.c_str());
   }

@@ -74,7 +74,8 @@ void BM_Check(benchmark::State& state, Setup* setup, Algorithm algorithm) {
     if (++next == key_count) next = 0;
   }
   state.SetItemsProcessed(state.iterations());
-  state.counters["bytes_per_key"] = benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
+  state.counters["bytes_per_key"] =
+      benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
 }
 
 // The same checks through CheckBatch, kBatchSize at a time (as the daemon
@@ -96,7 +97,8 @@ void BM_CheckBatch(benchmark::State& state, Setup* setup, Algorithm algorithm) {
     benchmark::DoNotOptimize(results.data());
   }
   state.SetItemsProcessed(state.iterations() * kBatchSize);
-  state.counters["bytes_per_key"] = benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
+  state.counters["bytes_per_key"] =
+      benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
 }
 
 // Collects the runs and prints one row per (algorithm, keys) at the end.
@@ -142,10 +144,10 @@ int main(int argc, char** argv) {
       setups.push_back(std::make_unique<tally::Setup>());
       setups.back()->algorithm = algorithm;
       setups.back()->key_count = key_count;
-      const std::string name = std::string(tally::AlgorithmName(algorithm)) +
-                               "/keys:" + std::to_string(key_count);
-      for (auto [prefix, function] : {std::pair{"check/", &tally::BM_Check},
-                                      std::pair{"batch64/", &tally::BM_CheckBatch}}) {
+      const std::string name =
+          std::string(tally::AlgorithmName(algorithm)) + "/keys:" + std::to_string(key_count);
+      for (auto [prefix, function] :
+           {std::pair{"check/", &tally::BM_Check}, std::pair{"batch64/", &tally::BM_CheckBatch}}) {
         benchmark::RegisterBenchmark((prefix + name).c_str(), function, setups.back().get(),
                                      algorithm)
             ->Threads(1)

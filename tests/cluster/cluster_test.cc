@@ -6,15 +6,15 @@
 // Windows are a day long where a test needs counts to stay put (a boundary
 // falls inside a run practically never); the global-limit test uses 1 s
 // windows on purpose, and counts per window.
-#include <doctest/doctest.h>
-
 #include <atomic>
-#include <fstream>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
@@ -78,7 +78,8 @@ bool AllLinksDown(const LocalCluster& cluster, size_t node) {
 }
 
 int64_t WallMs() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -86,17 +87,20 @@ int64_t WallMs() {
 // states (one gossip interval plus delivery; asserted with room to spare).
 TEST_CASE("cluster: a burst at one node is visible at every other within the bound") {
   auto cluster = StartCluster(3);
-  for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kSlidingWindowCounter,
-                              Algorithm::kSlidingWindowLog}) {
+  for (Algorithm algorithm :
+       {Algorithm::kFixedWindow, Algorithm::kSlidingWindowCounter, Algorithm::kSlidingWindowLog}) {
     CAPTURE(AlgorithmName(algorithm));
     const LimitSpec spec{algorithm, 1'000, kDayMs};
     const std::string key = std::string("burst-") + std::string(AlgorithmName(algorithm));
     auto client = ConnectTo(*cluster, 0);
     for (int i = 0; i < 50; ++i) CHECK(MustCheck(*client, {key, spec, 1}).allowed);
     const auto start = steady_clock::now();
-    REQUIRE(PollUntil([&] {
-      return Remaining(*cluster, 1, key, spec) == 950 && Remaining(*cluster, 2, key, spec) == 950;
-    }, 5'000));
+    REQUIRE(PollUntil(
+        [&] {
+          return Remaining(*cluster, 1, key, spec) == 950 &&
+                 Remaining(*cluster, 2, key, spec) == 950;
+        },
+        5'000));
     const auto elapsed_ms =
         std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count();
     MESSAGE("visible everywhere after " << elapsed_ms << " ms");
@@ -170,7 +174,8 @@ TEST_CASE("cluster: with escrow, three nodes at ten times the limit keep to it")
     REQUIRE_MESSAGE(status.ok(), status.ToString());
     for (const cluster::WindowTally& tally : tallies) {
       MESSAGE("escrow admitted " << tally.total_admitted() << " of limit 100 (nodes "
-              << tally.admitted[0] << ", " << tally.admitted[1] << ", " << tally.admitted[2] << ")");
+                                 << tally.admitted[0] << ", " << tally.admitted[1] << ", "
+                                 << tally.admitted[2] << ")");
       CHECK(tally.total_admitted() <= 103);  // views may be older than an epoch on a loaded machine
       CHECK(tally.total_admitted() >= 95);
       for (uint64_t admitted : tally.admitted) CHECK(admitted > 0);  // nobody starved
@@ -295,13 +300,16 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
 
   cluster->Heal();
   const auto healed = steady_clock::now();
-  REQUIRE(PollUntil([&] {
-    for (size_t node = 0; node < 3; ++node) {
-      if (Remaining(*cluster, node, "cut", spec) != 950) return false;
-    }
-    return true;
-  }, 10'000));
-  const auto elapsed_ms = std::chrono::duration_cast<milliseconds>(steady_clock::now() - healed).count();
+  REQUIRE(PollUntil(
+      [&] {
+        for (size_t node = 0; node < 3; ++node) {
+          if (Remaining(*cluster, node, "cut", spec) != 950) return false;
+        }
+        return true;
+      },
+      10'000));
+  const auto elapsed_ms =
+      std::chrono::duration_cast<milliseconds>(steady_clock::now() - healed).count();
   MESSAGE("one view " << elapsed_ms << " ms after healing");
   CHECK(elapsed_ms < 3'000);
 }
@@ -320,7 +328,9 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
       {TALLYD_PATH,
        {"--node-id", "5", "--seed", "127.0.0.1:1", "--recovery-timeout-ms", "0",
         "--cluster-secret-file", dir.Path("secret")},
-       "", /*gossip_port=*/true, /*fronts=*/{}},
+       "",
+       /*gossip_port=*/true,
+       /*fronts=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
@@ -358,7 +368,8 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
   }
   {
     TestPeer outsider(port);
-    CHECK_FALSE(outsider.Handshake(78, "not the cluster's secret"));  // the node is no member of its
+    CHECK_FALSE(
+        outsider.Handshake(78, "not the cluster's secret"));  // the node is no member of its
     outsider.Send(outsider.Sealed(state(50)));
     CHECK(outsider.ClosedByNode());
   }
@@ -374,7 +385,8 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
   }
   StatsReply stats;
   REQUIRE(client->Stats(&stats).ok());
-  CHECK(stats.gossip_sessions_refused == 6);  // its own id is answered (a seed that is itself), not refused
+  CHECK(stats.gossip_sessions_refused ==
+        6);                  // its own id is answered (a seed that is itself), not refused
   CHECK(remaining() == 95);  // nothing of the refused counted
 }
 
@@ -389,7 +401,9 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
               {TALLYD_PATH,
                {"--seed", "127.0.0.1:" + std::to_string(cluster->process(0).gossip_port()),
                 "--recovery-timeout-ms", "500", "--cluster-secret-file", dir.Path("wrong")},
-               "", /*gossip_port=*/true, /*fronts=*/{}},
+               "",
+               /*gossip_port=*/true,
+               /*fronts=*/{}},
               &outsider)
               .ok());
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
@@ -401,7 +415,8 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
     return cluster->Stats(0, &stats).ok() && stats.gossip_sessions_refused > 0;
   }));
   std::this_thread::sleep_for(milliseconds(200));
-  for (size_t node = 0; node < 3; ++node) CHECK(Remaining(*cluster, node, "intruder", spec) == 1'000);
+  for (size_t node = 0; node < 3; ++node)
+    CHECK(Remaining(*cluster, node, "intruder", spec) == 1'000);
   CHECK(outsider->Log().find("refusing the peer") != std::string::npos);
 }
 

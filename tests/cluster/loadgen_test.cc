@@ -1,20 +1,16 @@
 // Unit tests of the load generator's pure parts: the RESP2 codec
 // (cluster/resp.h) and the latency histogram (cluster/latency_histogram.h).
-#include <doctest/doctest.h>
-
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include <doctest/doctest.h>
 
 #include "cluster/latency_histogram.h"
 #include "cluster/resp.h"
 
 namespace tally::cluster {
 namespace {
-
-
-
-
 
 // Parses `bytes`, which must hold exactly one complete reply.
 RespValue ParseWhole(std::string_view bytes) {
@@ -149,8 +145,9 @@ TEST_CASE("latency histogram percentiles of a uniform distribution") {
     double exact_ns;
   } expected[] = {{0.5, 50e6}, {0.9, 90e6}, {0.99, 99e6}, {0.999, 99.9e6}, {1.0, 100e6}};
   for (const auto& [q, exact_ns] : expected) {
-    CHECK_MESSAGE(static_cast<double>(histogram.PercentileNs(q)) == doctest::Approx(exact_ns).epsilon(0.01),
-                  "q=", q);
+    CHECK_MESSAGE(
+        static_cast<double>(histogram.PercentileNs(q)) == doctest::Approx(exact_ns).epsilon(0.01),
+        "q=", q);
   }
 }
 

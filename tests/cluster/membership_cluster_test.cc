@@ -3,8 +3,6 @@
 // a kill detected as dead within the documented time, both nodes rejoining
 // on restart, and heartbeats that go around a broken link. Every wait is
 // bounded.
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -12,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "cluster/local_cluster.h"
 #include "cluster/node_process.h"
@@ -141,7 +141,8 @@ TEST_CASE("membership: a killed node is detected as dead and rejoins on restart"
   REQUIRE(cluster->Kill(1).ok());
   REQUIRE(PollUntil([&] { return AllSee(*cluster, 2, MemberState::kDead, 1); }, 5'000));
   const auto detected_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - killed_at).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - killed_at)
+          .count();
   MESSAGE("every view shows the killed node dead " << detected_ms << " ms after the kill");
   // Its last heartbeat left at most one interval before the kill.
   CHECK(detected_ms >= kDeadAfterMs - 2 * kIntervalMs);
@@ -184,9 +185,10 @@ TEST_CASE("membership: impossible settings are refused at start") {
   const std::string secret_path = dir.Path("secret");
   std::ofstream(secret_path) << "a secret the members share\n";
   const auto refused = [&](std::vector<std::string> args, const std::string& why) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", TALLYD_PATH,
-                                     "--memory-only", "--port", "0", "--gossip-port", "0",
-                                     "--cluster-secret-file", secret_path};
+    std::vector<std::string> argv = {
+        "/bin/sh",  "-c", "exec \"$0\" \"$@\" 2>&1", TALLYD_PATH, "--memory-only",
+        "--port",   "0",  "--gossip-port",           "0",         "--cluster-secret-file",
+        secret_path};
     argv.insert(argv.end(), args.begin(), args.end());
     std::string log;
     CHECK(cluster::RunCommand(argv, &log, 5'000) == 1);

@@ -1,9 +1,9 @@
 // Unit tests of the G-counter CRDT (node/common/g_counter.h).
-#include <doctest/doctest.h>
+#include "node/common/g_counter.h"
 
 #include <random>
 
-#include "node/common/g_counter.h"
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {

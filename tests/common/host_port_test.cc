@@ -1,9 +1,9 @@
 // Unit tests of host:port parsing and formatting (node/common/host_port.h).
-#include <doctest/doctest.h>
+#include "node/common/host_port.h"
 
 #include <string>
 
-#include "node/common/host_port.h"
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {
@@ -26,12 +26,9 @@ TEST_CASE("host_port: well-formed addresses parse") {
     const char* host;
     uint16_t port;
   } cases[] = {
-      {"tally-seeds:7421", "tally-seeds", 7421},
-      {"10.0.0.1:1", "10.0.0.1", 1},
-      {"localhost:65535", "localhost", 65535},
-      {"[::1]:7421", "::1", 7421},
-      {"[fe80::1%eth0]:80", "fe80::1%eth0", 80},
-      {"host:007", "host", 7},
+      {"tally-seeds:7421", "tally-seeds", 7421}, {"10.0.0.1:1", "10.0.0.1", 1},
+      {"localhost:65535", "localhost", 65535},   {"[::1]:7421", "::1", 7421},
+      {"[fe80::1%eth0]:80", "fe80::1%eth0", 80}, {"host:007", "host", 7},
   };
   for (const auto& c : cases) {
     CAPTURE(c.text);

@@ -1,10 +1,10 @@
 // Unit tests of CompactKey (node/engine/compact_key.h): inline and heap keys, marks.
-#include <doctest/doctest.h>
+#include "node/engine/compact_key.h"
 
 #include <string>
 #include <utility>
 
-#include "node/engine/compact_key.h"
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {

@@ -1,7 +1,7 @@
 // Unit tests of the pure decision functions (node/engine/decide.h).
-#include <doctest/doctest.h>
-
 #include "node/engine/decide.h"
+
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {

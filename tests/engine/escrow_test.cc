@@ -1,14 +1,15 @@
 // Unit tests of share-of-remaining (node/engine/escrow.h), of three engines that
 // gossip on a ManualClock with and without it (the overshoot near the
 // limit), and of the partition modes.
-#include <doctest/doctest.h>
+#include "node/engine/escrow.h"
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
-#include "node/engine/escrow.h"
 #include "node/engine/limiter.h"
 
 namespace tally {
@@ -70,7 +71,7 @@ TEST_CASE("escrow: spending not heard of yet is held back") {
   other.MergeSlot(2, 20);  // seen 10 of node 2's 50; this node spent 10: the view leaves 80
   epoch.Begin(1, 7, 80, 1, 20, 20, other, GCounter(), 2);
   CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 30 / 60
-  other.MergeSlot(2, 60);  // all of it heard by the next epoch: nothing held back
+  other.MergeSlot(2, 60);          // all of it heard by the next epoch: nothing held back
   epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), 2);
   CHECK(epoch.allowance() == 7);  // floor 20: weights 40 and 80: 6.7 and 13.3
 }
@@ -96,7 +97,8 @@ std::vector<uint64_t> Simulate(bool escrow, const LimitSpec& spec, int windows,
       for (int i = 0; i < per_ms_demand[n]; ++i) {
         Decision decision;
         REQUIRE(nodes[n]->Check("hot", spec, 1, &decision).ok());
-        if (decision.allowed) ++admitted[static_cast<size_t>(ms / static_cast<int64_t>(spec.window_ms))];
+        if (decision.allowed)
+          ++admitted[static_cast<size_t>(ms / static_cast<int64_t>(spec.window_ms))];
       }
     }
     if (ms % 50 == 49) {  // a round: deliver last round's deltas, collect this round's
@@ -124,11 +126,11 @@ TEST_CASE("escrow: three gossiping engines keep to the limit near it") {
     std::vector<int> per_ms_demand;  // per node; the limit is 1 per ms
   };
   const Case cases[] = {
-      {Algorithm::kFixedWindow, {10, 10, 10}},           // 30x, even
-      {Algorithm::kFixedWindow, {24, 3, 3}},             // 30x, skewed
-      {Algorithm::kFixedWindow, {1, 1, 0}},              // 2x, one node idle
+      {Algorithm::kFixedWindow, {10, 10, 10}},  // 30x, even
+      {Algorithm::kFixedWindow, {24, 3, 3}},    // 30x, skewed
+      {Algorithm::kFixedWindow, {1, 1, 0}},     // 2x, one node idle
       {Algorithm::kSlidingWindowCounter, {10, 10, 10}},
-      {Algorithm::kSlidingWindowCounter, {2, 1, 1}},     // 4x, skewed
+      {Algorithm::kSlidingWindowCounter, {2, 1, 1}},  // 4x, skewed
   };
   for (const Case& c : cases) {
     CAPTURE(AlgorithmName(c.algorithm));
@@ -139,9 +141,10 @@ TEST_CASE("escrow: three gossiping engines keep to the limit near it") {
     const bool heavy = c.per_ms_demand[0] + c.per_ms_demand[1] + c.per_ms_demand[2] >= 10;
     for (size_t w = 1; w < plain.size(); ++w) {  // window 0: the sliding counter starts empty
       CAPTURE(w);
-      MESSAGE(AlgorithmName(c.algorithm) << " demand " << c.per_ms_demand[0] << "/"
-              << c.per_ms_demand[1] << "/" << c.per_ms_demand[2] << " per ms, window " << w
-              << ": plain gossip " << plain[w] << ", escrow " << shared[w] << " (limit 1000)");
+      MESSAGE(AlgorithmName(c.algorithm)
+              << " demand " << c.per_ms_demand[0] << "/" << c.per_ms_demand[1] << "/"
+              << c.per_ms_demand[2] << " per ms, window " << w << ": plain gossip " << plain[w]
+              << ", escrow " << shared[w] << " (limit 1000)");
       if (heavy) CHECK(plain[w] > shared[w]);
       CHECK(shared[w] <= 1'010);
       CHECK(shared[w] >= 950);

@@ -6,8 +6,6 @@
 // The model follows the semantics in node/common/limit.h in exact integer "scaled" units
 // (cost * window_ms) and shares no code with the engine.
 
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -21,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/common/limit.h"
 #include "node/engine/limiter.h"
@@ -30,9 +30,9 @@ template <>
 struct StringMaker<tally::Decision> {
   static String convert(const tally::Decision& d) {
     std::ostringstream out;
-    out << "{allowed=" << d.allowed << " never_allowed=" << d.never_allowed
-        << " limit=" << d.limit << " remaining=" << d.remaining
-        << " reset_after_ms=" << d.reset_after_ms << " retry_after_ms=" << d.retry_after_ms << "}";
+    out << "{allowed=" << d.allowed << " never_allowed=" << d.never_allowed << " limit=" << d.limit
+        << " remaining=" << d.remaining << " reset_after_ms=" << d.reset_after_ms
+        << " retry_after_ms=" << d.retry_after_ms << "}";
     return out.str().c_str();
   }
 };
@@ -84,8 +84,7 @@ class ReferenceLimit {
     const uint64_t w = window_ms_;
     const int64_t window = t_ms / static_cast<int64_t>(w);
     switch (algorithm_) {
-      case Algorithm::kFixedWindow:
-        return CountIn(window) * w;
+      case Algorithm::kFixedWindow: return CountIn(window) * w;
       case Algorithm::kSlidingWindowCounter:  // cur * W + prev * (W - elapsed_ms)
         return CountIn(window) * w + CountIn(window - 1) * (w - static_cast<uint64_t>(t_ms) % w);
       case Algorithm::kSlidingWindowLog: {  // entries in (t - W, t]
@@ -208,7 +207,9 @@ uint64_t RandomSize(std::mt19937_64& rng, uint64_t lo, uint64_t hi) {
     case 0: return lo;
     case 1: return lo + 1;
     case 2: return hi;
-    case 3: case 4: case 5: return Uniform(rng, lo, std::min<uint64_t>(hi, 20));
+    case 3:
+    case 4:
+    case 5: return Uniform(rng, lo, std::min<uint64_t>(hi, 20));
     case 6: return Uniform(rng, lo, std::min<uint64_t>(hi, 100'000));
     default: return Uniform(rng, lo, hi);
   }
@@ -216,20 +217,26 @@ uint64_t RandomSize(std::mt19937_64& rng, uint64_t lo, uint64_t hi) {
 
 uint64_t RandomCost(std::mt19937_64& rng, uint64_t limit) {
   switch (Uniform(rng, 0, 19)) {
-    case 0: case 1: case 2: return 0;  // peek
+    case 0:
+    case 1:
+    case 2: return 0;  // peek
     case 3: return limit;
     case 4: return limit + 1;  // never allowed
     case 5: return std::numeric_limits<uint64_t>::max();
-    case 6: case 7: case 8: case 9: return Uniform(rng, 1, std::max<uint64_t>(limit, 1));
+    case 6:
+    case 7:
+    case 8:
+    case 9: return Uniform(rng, 1, std::max<uint64_t>(limit, 1));
     default: return Uniform(rng, 1, 3);
   }
 }
 
 uint64_t RandomAdvanceMs(std::mt19937_64& rng, uint64_t window_ms, int64_t now_ms) {
   switch (Uniform(rng, 0, 9)) {
-    case 0: case 1: return 0;                                               // stand still
+    case 0:
+    case 1: return 0;                                                      // stand still
     case 2: return window_ms - static_cast<uint64_t>(now_ms) % window_ms;  // next window start
-    case 3: return window_ms * Uniform(rng, 1, 3);                          // whole windows
+    case 3: return window_ms * Uniform(rng, 1, 3);                         // whole windows
     case 4: return Uniform(rng, 0, 2 * window_ms);
     default: return Uniform(rng, 0, std::max<uint64_t>(window_ms / 8, 3));
   }
@@ -280,8 +287,10 @@ std::vector<TrackedLimit> RunScenario(uint64_t seed, const DriverConfig& config,
         spec.window_ms == limits[i - 3].spec.window_ms) {
       spec.window_ms = spec.window_ms % config.max_window_ms + 1;
     }
-    limits.push_back({"user-" + std::to_string(i % 3), spec,
-                      ReferenceLimit(spec.algorithm, spec.window_ms), {}});
+    limits.push_back({"user-" + std::to_string(i % 3),
+                      spec,
+                      ReferenceLimit(spec.algorithm, spec.window_ms),
+                      {}});
   }
   tally::ManualClock clock(RandomStartMs(rng, limits[0].spec.window_ms));
   tally::Limiter limiter(tally::Limiter::Options{.node_id = 1, .max_keys = 100, .clock = &clock});
@@ -373,8 +382,8 @@ std::string FirstBucketOverdraft(const TrackedLimit& tracked) {
       const Uint128 span_ms = static_cast<uint64_t>(admitted[last].at_ms - admitted[first].at_ms);
       if (sum * window_ms > limit * window_ms + limit * span_ms) {
         return "admitted " + std::to_string(static_cast<uint64_t>(sum)) + " in [" +
-               std::to_string(admitted[first].at_ms) + ", " +
-               std::to_string(admitted[last].at_ms) + "]\n" + Describe(tracked);
+               std::to_string(admitted[first].at_ms) + ", " + std::to_string(admitted[last].at_ms) +
+               "]\n" + Describe(tracked);
       }
     }
   }

@@ -1,12 +1,12 @@
 // Unit tests of the limiter engine (node/engine/limiter.h) on a manual clock.
-#include <doctest/doctest.h>
+#include "node/engine/limiter.h"
 
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "node/engine/limiter.h"
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {
@@ -407,7 +407,8 @@ TEST_CASE("collect all snapshots every live key and clears the changes") {
                               Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket}) {
     REQUIRE(limiter.Check("live", LimitSpec{algorithm, 10, 60'000}, 1, &decision).ok());
   }
-  REQUIRE(limiter.Check("expiring", LimitSpec{Algorithm::kFixedWindow, 10, 1'000}, 1, &decision).ok());
+  REQUIRE(
+      limiter.Check("expiring", LimitSpec{Algorithm::kFixedWindow, 10, 1'000}, 1, &decision).ok());
   REQUIRE(Collect(limiter).size() == 5);
   REQUIRE(limiter.Check("live", LimitSpec{Algorithm::kFixedWindow, 10, 60'000}, 1, &decision).ok());
   clock.AdvanceMs(1'000);
@@ -478,8 +479,9 @@ TEST_CASE("merge log stamps from replicas") {
   f.At(10'000);
   CHECK(f.Check("k", spec, 2).allowed);
   const int64_t now = kStartMs + 10'000;
-  const KeySnapshot peer = LogOf("k", 1'000, {{1, {{now - 100, 1}, {now, 3}}},  // ours: 3 > 2
-                                             {2, {{now - 500, 4}, {now - 10, 1}}}});
+  const KeySnapshot peer = LogOf("k", 1'000,
+                                 {{1, {{now - 100, 1}, {now, 3}}},  // ours: 3 > 2
+                                  {2, {{now - 500, 4}, {now - 10, 1}}}});
   REQUIRE(f.limiter.Merge(peer).ok());
   REQUIRE(f.limiter.Merge(peer).ok());  // replay: idempotent
   // 1 + 3 (own, recovered) + 4 + 1 (node 2) = 9 of 10.

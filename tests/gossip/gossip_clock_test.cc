@@ -1,10 +1,10 @@
 // The gossip layer in-process: two Gossip instances on loopback, every
 // reading of time from one ManualClock, so membership timing is driven by
 // the test rather than by waiting.
-#include <doctest/doctest.h>
-
 #include <optional>
 #include <string>
+
+#include <doctest/doctest.h>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
@@ -42,7 +42,8 @@ protocol::MemberState StateOf(const Gossip& gossip, NodeId node) {
   return protocol::MemberState::kLeft;
 }
 
-// A peer that goes silent turns suspect and then dead exactly when the injected clock passes suspect-after and dead-after.
+// A peer that goes silent turns suspect and then dead exactly when the injected clock passes
+// suspect-after and dead-after.
 TEST_CASE("gossip: membership timing follows the injected clock") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
   Gossip::Options options;

@@ -1,14 +1,14 @@
 // A live tallyd's gossip port against too many, unauthenticated or
 // oversized connections: the node bounds what they cost and its members'
 // sessions go on.
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "tests/support/poll.h"
 #include "tests/support/proc_stats.h"
@@ -45,8 +45,8 @@ struct GossipNode {
     std::ofstream(dir.Path("secret")) << kSecret << "\n";
     args.insert(args.end(), {"--node-id", "5", "--memory-only", "--cluster-secret-file",
                              dir.Path("secret"), "--recovery-timeout-ms", "0"});
-    const Status started = TallydProcess::Start({TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}},
-                                                &process);
+    const Status started = TallydProcess::Start(
+        {TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}}, &process);
     REQUIRE_MESSAGE(started.ok(), started.ToString());
     REQUIRE(process->WaitForGossipPort(1'000).ok());
     REQUIRE(process->Connect(&client).ok());

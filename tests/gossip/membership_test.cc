@@ -1,11 +1,11 @@
 // Unit tests of the membership table (node/gossip/membership.h): heartbeats spread
 // through a third node, failure detection on explicit times, leave, rejoin.
-#include <doctest/doctest.h>
+#include "node/gossip/membership.h"
 
 #include <string>
 #include <vector>
 
-#include "node/gossip/membership.h"
+#include <doctest/doctest.h>
 
 namespace tally {
 namespace {
@@ -60,7 +60,7 @@ TEST_CASE("membership: a silent member turns suspect, then dead, then alive on a
   CHECK(StateOf(a, 2, 1'100) == MemberState::kSuspect);
   CHECK(StateOf(a, 2, 3'099) == MemberState::kSuspect);
   CHECK(StateOf(a, 2, 3'100) == MemberState::kDead);
-  CHECK(a.cluster_size() == 2);  // dead still counts: it may only be cut off
+  CHECK(a.cluster_size() == 2);          // dead still counts: it may only be cut off
   a.Merge(b.Records(), 3'200, kWallMs);  // the same beat again: no news
   CHECK(StateOf(a, 2, 3'200) == MemberState::kDead);
   b.Beat(kWallMs + 3'200);

@@ -1,10 +1,6 @@
 // Envoy's rate limit service on a 3-node cluster: one descriptor's limit,
 // defined in the nodes' policies, is enforced across the cluster when the
 // calls are spread over the nodes' gRPC fronts.
-#include <doctest/doctest.h>
-
-#include <grpcpp/grpcpp.h>
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,6 +11,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <grpcpp/grpcpp.h>
 
 #include "cluster/local_cluster.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
@@ -55,8 +54,8 @@ std::vector<uint64_t> OkPerWindow(LocalCluster& cluster, int demand_per_window, 
     uint16_t port = 0;
     const Status status = cluster.process(node).FrontPort("grpc", 5'000, &port);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
-    stubs.push_back(rls::RateLimitService::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials())));
+    stubs.push_back(rls::RateLimitService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials())));
   }
   rls::RateLimitRequest request;
   request.set_domain("api");
@@ -106,10 +105,12 @@ TEST_CASE("grpc: three nodes hold one Envoy descriptor's limit through their gRP
   testing::TempDir dir;
   std::filesystem::create_directories(dir.Path("policies"));
   std::ofstream(dir.Path("policies/api.yaml"))
-      << "domain: api\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: 60}\n";
+      << "domain: api\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, "
+         "requests_per_unit: 60}\n";
   constexpr uint64_t kLimit = 60;
   constexpr int kDemand = 240;  // per window, all nodes: 4x
-  // The bound of the cluster tests: the demand of 150 ms (interval, delivery, slack) over the limit.
+  // The bound of the cluster tests: the demand of 150 ms (interval, delivery, slack) over the
+  // limit.
   constexpr uint64_t kBound = kLimit + kDemand * 150 / 1'000;
   {
     auto cluster = StartCluster(dir.Path("policies"), /*gossip=*/true);

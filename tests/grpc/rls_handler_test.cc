@@ -1,16 +1,17 @@
 // RlsHandler: Envoy's ShouldRateLimit answered from policies and the engine,
 // without a network (the gRPC server and a Python client are tested with a
 // real tallyd).
-#include <doctest/doctest.h>
+#include "node/grpc/rls_handler.h"
 
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
-#include "node/grpc/rls_handler.h"
 #include "node/policy/policy_store.h"
 #include "tests/support/temp_dir.h"
 
@@ -79,7 +80,8 @@ TEST_CASE("rls: statuses per descriptor and the overall code") {
   CHECK(limited.current_limit().unit() == rls::RateLimitResponse::RateLimit::MINUTE);
   CHECK(limited.current_limit().name() == "per_ip");
   CHECK(limited.limit_remaining() == 1);
-  CHECK(limited.duration_until_reset().seconds() == 40);  // 1'700'000'000'000 is 20 s into its minute
+  CHECK(limited.duration_until_reset().seconds() ==
+        40);  // 1'700'000'000'000 is 20 s into its minute
   CHECK(f.response.statuses(1).limit_remaining() == 4294967295u);  // unlimited
   CHECK_FALSE(f.response.statuses(1).has_current_limit());
   CHECK(f.response.statuses(2).code() == rls::RateLimitResponse::OK);  // no policy: no limit
@@ -141,7 +143,8 @@ TEST_CASE("rls: unknown domains pass, malformed requests are refused") {
   CHECK(f.limiter.key_count() == 0);  // nothing was counted
 }
 
-// Envoy's per-descriptor limit override and hits_addend take precedence, as in envoyproxy/ratelimit.
+// Envoy's per-descriptor limit override and hits_addend take precedence, as in
+// envoyproxy/ratelimit.
 TEST_CASE("rls: a descriptor's limit override and hits_addend are honoured") {
   Fixture f(kPolicy);
   rls::RateLimitRequest request;
@@ -167,7 +170,8 @@ TEST_CASE("rls: response headers from the descriptor with the least remaining") 
   AddDescriptor(&request, {{"remote_address", "10.0.0.1"}});
   for (int i = 0; i < 3; ++i) REQUIRE(f.Call(request).ok());
   std::map<std::string, std::string> headers;
-  for (const auto& header : f.response.response_headers_to_add()) headers[header.key()] = header.value();
+  for (const auto& header : f.response.response_headers_to_add())
+    headers[header.key()] = header.value();
   CHECK(headers["RateLimit-Policy"] == "\"per_ip\";q=2;w=60");
   CHECK(headers["RateLimit"] == "\"per_ip\";r=0;t=40");
   CHECK(headers["X-RateLimit-Limit"] == "2");

@@ -1,7 +1,7 @@
 // AcceptBackoff: which accept failures wait, and for how long.
-#include <doctest/doctest.h>
-
 #include <cerrno>
+
+#include <doctest/doctest.h>
 
 #include "node/net/accept_loop.h"
 

@@ -1,10 +1,11 @@
 // ReceiveBuffer and BufferBudget: when a frame started, and what growth costs.
-#include <doctest/doctest.h>
+#include "node/net/receive_buffer.h"
 
 #include <span>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
-#include "node/net/receive_buffer.h"
 
 namespace tally {
 namespace {

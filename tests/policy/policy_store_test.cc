@@ -1,16 +1,17 @@
 // PolicyStore: loading a directory, reloads that take effect whole or not at
 // all, and counters that survive a reload.
-#include <doctest/doctest.h>
+#include "node/policy/policy_store.h"
 
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "node/policy/policy_checker.h"
-#include "node/policy/policy_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace tally {
@@ -23,7 +24,8 @@ void Write(const std::string& path, const std::string& text) {
 }
 
 const std::string kApi =
-    "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n";
+    "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: "
+    "3}\n";
 
 // Several files are several domains; files that are not YAML by name are ignored.
 TEST_CASE("policy store: loads every .yaml and .yml file of the directory") {
@@ -78,7 +80,8 @@ TEST_CASE("policy store: a reload is all or nothing, and counters survive it") {
 
   // The limit goes from 3 to 5 in the same window: the 2 admitted so far still count.
   Write(dir.Path("api.yaml"),
-        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n");
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, "
+        "requests_per_unit: 5}\n");
   REQUIRE(store->Reload().ok());
   CHECK(store->Current()->HasDomain("added"));
   CHECK(store->stats().reloads == 2);

@@ -1,14 +1,15 @@
 // Policies: envoyproxy/ratelimit's configuration format and matching rules,
 // tally's additions, refusals with file and line, and checks through the
 // engine on a ManualClock.
-#include <doctest/doctest.h>
+#include "node/policy/policy.h"
 
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
-#include "node/policy/policy.h"
 #include "node/policy/policy_checker.h"
 #include "node/policy/policy_yaml.h"
 
@@ -53,18 +54,21 @@ descriptors:
       unit: day
       requests_per_unit: 100
 )");
-  const PolicyRule* nested = Match(set, "messaging", {{"message_type", "marketing"}, {"to_number", "2061111111"}});
+  const PolicyRule* nested =
+      Match(set, "messaging", {{"message_type", "marketing"}, {"to_number", "2061111111"}});
   REQUIRE(nested != nullptr);
   CHECK(nested->spec.limit == 5);
   CHECK(nested->spec.window_ms == 86'400'000);
-  CHECK(nested->spec.algorithm == Algorithm::kFixedWindow);  // envoyproxy/ratelimit's only algorithm
+  CHECK(nested->spec.algorithm ==
+        Algorithm::kFixedWindow);  // envoyproxy/ratelimit's only algorithm
   CHECK(nested->full_key == "messaging.message_type_marketing.to_number");
   const PolicyRule* top = Match(set, "messaging", {{"to_number", "2061111111"}});
   REQUIRE(top != nullptr);
   CHECK(top->spec.limit == 100);
   // The placeholder level has no limit of its own; another value does not match.
   CHECK(Match(set, "messaging", {{"message_type", "marketing"}}) == nullptr);
-  CHECK(Match(set, "messaging", {{"message_type", "transactional"}, {"to_number", "1"}}) == nullptr);
+  CHECK(Match(set, "messaging", {{"message_type", "transactional"}, {"to_number", "1"}}) ==
+        nullptr);
   CHECK(Match(set, "other", {{"to_number", "1"}}) == nullptr);
 }
 
@@ -161,17 +165,24 @@ TEST_CASE("policy: bad files are refused naming file, line and reason") {
   CHECK(Refusal("descriptors: []\n").find("needs a non-empty domain") != std::string::npos);
   CHECK(Refusal("domain: d\ndescriptors:\n  - value: x\n") ==
         "bad.yaml:3: a descriptor needs a non-empty key");
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, requests_per_unit: 1}\n")
+  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: month, "
+                "requests_per_unit: 1}\n")
             .find("bad.yaml:4: unit 'month' is not one of second, minute, hour, day") == 0);
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: -1}\n") ==
+  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                "requests_per_unit: -1}\n") ==
         "bad.yaml:4: requests_per_unit must be a whole number");
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 2000000000}\n") ==
+  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                "requests_per_unit: 2000000000}\n") ==
         "bad.yaml:4: requests_per_unit 2000000000 is over 1000000000");
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n")
-            .find("an unlimited rate_limit takes no unit") != std::string::npos);
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky}\n")
+  CHECK(
+      Refusal(
+          "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n")
+          .find("an unlimited rate_limit takes no unit") != std::string::npos);
+  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                "requests_per_unit: 1, algorithm: leaky}\n")
             .find("unknown algorithm 'leaky'") != std::string::npos);
-  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n  - key: a\n") == "bad.yaml:4: duplicate descriptor 'd.a'");
+  CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n  - key: a\n") ==
+        "bad.yaml:4: duplicate descriptor 'd.a'");
   CHECK(Refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 1}\n")
             .find("needs a unit") != std::string::npos);
   CHECK(Refusal("domain: d\n  descriptors: [\n").find("bad.yaml:") == 0);  // not YAML at all
@@ -253,7 +264,8 @@ descriptors:
   CHECK(e.outcomes[3].shadow_denied);  // the second trial hit is over 1/minute, but allowed
   CHECK(e.outcomes[3].allowed());
 
-  CheckDescriptors(&e.limiter, set, "api", request, 0, &e.scratch, &e.outcomes);  // 0 hits count as 1
+  CheckDescriptors(&e.limiter, set, "api", request, 0, &e.scratch,
+                   &e.outcomes);  // 0 hits count as 1
   CHECK_FALSE(e.outcomes[0].allowed());
   CHECK(e.outcomes[0].decision.retry_after_ms > 0);
 
@@ -273,7 +285,9 @@ descriptors:
 
 // A key without a value keeps one counter per value; the window follows the clock.
 TEST_CASE("policy: each value of a key-only rule has its own counter") {
-  const PolicySet set = Load("domain: d\ndescriptors:\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 1}\n");
+  const PolicySet set = Load(
+      "domain: d\ndescriptors:\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: "
+      "1}\n");
   Engine e;
   const std::vector<DescriptorEntry> a = {{"ip", "1.1.1.1"}};
   const std::vector<DescriptorEntry> b = {{"ip", "2.2.2.2"}};

@@ -1,7 +1,7 @@
 // Unit tests of the peer protocol (protocol/peer_codec.h, peer_auth.h): packing replicated
 // state, the control messages, hostile bytes, and that duplicated, replayed
 // and reordered state messages change nothing once merged.
-#include <doctest/doctest.h>
+#include "protocol/peer_codec.h"
 
 #include <algorithm>
 #include <map>
@@ -11,10 +11,11 @@
 #include <tuple>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "protocol/peer_auth.h"
-#include "protocol/peer_codec.h"
 
 namespace tally {
 namespace {
@@ -25,7 +26,6 @@ using protocol::PeerStateEncoder;
 
 constexpr int64_t kNowMs = 1'700'000'000'000;
 constexpr NodeId kSender = 0xDEADBEEFCAFE;
-
 
 // std::string's buffer is not guaranteed 8-byte aligned: decode from words.
 PeerMessage Decode(const std::string& frame) {
@@ -48,9 +48,8 @@ std::vector<KeySnapshot> DecodeAll(const std::vector<std::string>& frames) {
     REQUIRE(message.kind == PeerMessageKind::kState);
     for (const protocol::PeerClassView& view : message.classes) {
       uint64_t keys = 0;
-      REQUIRE(protocol::DecodePeerClass(view, kSender,
-                                        [&](const KeySnapshot& s) { snapshots.push_back(s); },
-                                        &keys)
+      REQUIRE(protocol::DecodePeerClass(
+                  view, kSender, [&](const KeySnapshot& s) { snapshots.push_back(s); }, &keys)
                   .ok());
     }
   }
@@ -91,7 +90,8 @@ TEST_CASE("peer codec: state round-trips through frames of bounded size") {
   for (int i = 0; i < 10'000; ++i) many.push_back({kNowMs - 20'000 + 2 * i, 1 + uint64_t(i % 5)});
   written.push_back(Log("log", {{2, many}, {kSender, {{kNowMs, 1'000'000'000}}}}));
   for (int i = 0; i < 3'000; ++i) {
-    written.push_back(Counting("key " + std::to_string(i), 1'000, kNowMs / 1'000, {{kSender, 1}}, {}));
+    written.push_back(
+        Counting("key " + std::to_string(i), 1'000, kNowMs / 1'000, {{kSender, 1}}, {}));
   }
   constexpr size_t kMaxFrameBytes = 16 * 1024;
   PeerStateEncoder encoder(kSender, /*full=*/true, kMaxFrameBytes);
@@ -118,7 +118,8 @@ TEST_CASE("peer codec: state round-trips through frames of bounded size") {
   for (const KeySnapshot& snapshot : written) {
     CAPTURE(snapshot.key);
     if (snapshot.algorithm == Algorithm::kSlidingWindowLog) {
-      for (const NodeStamps& node : snapshot.log) CHECK(stamps[{snapshot.key, node.node}] == node.stamps);
+      for (const NodeStamps& node : snapshot.log)
+        CHECK(stamps[{snapshot.key, node.node}] == node.stamps);
       continue;
     }
     REQUIRE(counting.count(snapshot.key) == 1);
@@ -167,13 +168,14 @@ TEST_CASE("peer codec: control messages") {
   frame.clear();
   protocol::EncodeHeartbeat(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kHeartbeat);
-  for (const auto& [node, bad_nonce] : {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
+  for (const auto& [node, bad_nonce] :
+       {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
     frame.clear();
     protocol::EncodeHello(node, bad_nonce, &frame);
     std::vector<uint64_t> words((frame.size() + 7) / 8);
     std::memcpy(words.data(), frame.data(), frame.size());
-    CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
-                                      {}, &message)
+    CHECK(protocol::DecodePeerMessage(
+              {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &message)
               .code() == Status::Code::kCorruption);
   }
 }
@@ -206,8 +208,8 @@ TEST_CASE("peer codec: members") {
     std::vector<uint64_t> words((frame.size() + 7) / 8);
     std::memcpy(words.data(), frame.data(), frame.size());
     PeerMessage decoded;
-    CHECK(protocol::DecodePeerMessage({reinterpret_cast<const std::byte*>(words.data()), frame.size()},
-                                      {}, &decoded)
+    CHECK(protocol::DecodePeerMessage(
+              {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &decoded)
               .code() == Status::Code::kCorruption);
   }
 }
@@ -271,7 +273,8 @@ TEST_CASE("peer codec: hostile packed state") {
   }
   protocol::PeerClassView bucket = message.classes[0];
   bucket.algorithm = Algorithm::kTokenBucket;
-  CHECK(protocol::DecodePeerClass(bucket, kSender, sink, &keys).code() == Status::Code::kCorruption);
+  CHECK(protocol::DecodePeerClass(bucket, kSender, sink, &keys).code() ==
+        Status::Code::kCorruption);
 }
 
 // "k<n>". (GCC 12 warns falsely, -Wrestrict, on "k" + std::to_string(n) inlined here.)
@@ -307,7 +310,8 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       std::vector<std::string> out;
       const auto add = [&](const KeySnapshot& s) { encoder.Add(s, &out); };
       if (round % 10 == 9) {
-        for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) sender->CollectReplica(shard, add);
+        for (size_t shard = 0; shard < Limiter::shard_count(); ++shard)
+          sender->CollectReplica(shard, add);
       } else {
         sender->CollectGossip(add);
       }
@@ -321,9 +325,10 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       const auto& [sender, frame] = frames[i];
       for (const protocol::PeerClassView& view : Decode(frame).classes) {
         uint64_t keys = 0;
-        REQUIRE(protocol::DecodePeerClass(view, sender, [&](const KeySnapshot& s) {
-          REQUIRE(limiter.Merge(s).ok());
-        }, &keys).ok());
+        REQUIRE(
+            protocol::DecodePeerClass(
+                view, sender, [&](const KeySnapshot& s) { REQUIRE(limiter.Merge(s).ok()); }, &keys)
+                .ok());
       }
     }
   };

@@ -4,16 +4,16 @@
 // `capnp compile -ocapnp protocol/tally.capnp`): Request is 2 data words +
 // 1 pointer with the union tag in bytes 8..9; Check is 4 data words (algorithm
 // byte 0, limit, windowMs, cost) + 1 pointer (key).
-#include <capnp/any.h>
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <doctest/doctest.h>
-
 #include <bit>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <doctest/doctest.h>
 
 #include "protocol/codec.h"
 
@@ -349,14 +349,19 @@ TEST_CASE("protocol: decode of another schema is corruption, never a throw") {
 TEST_CASE("protocol: decode traversal-limit abuse is corruption") {
   // Request with a check list of 2^29 - 1 zero-sized structs: no bounds error,
   // only the traversal limit catches the amplification.
-  const Words zero_sized = {Table(0, 5), StructPointer(2, 1), 1, 0,
-                            ListPointer(7, 0), uint64_t{(1u << 29) - 1} << 2};
+  const Words zero_sized = {Table(0, 5), StructPointer(2, 1), 1,
+                            0,           ListPointer(7, 0),   uint64_t{(1u << 29) - 1} << 2};
   // A check whose key claims 2^29 - 1 bytes.
-  const Words long_key = {Table(0, 10),      StructPointer(2, 1),
-                          1,                 0,
-                          ListPointer(7, 5), StructPointer(4, 1) | 1 << 2,  // 1 element
-                          0,                 0,
-                          0,                 0,
+  const Words long_key = {Table(0, 10),
+                          StructPointer(2, 1),
+                          1,
+                          0,
+                          ListPointer(7, 5),
+                          StructPointer(4, 1) | 1 << 2,  // 1 element
+                          0,
+                          0,
+                          0,
+                          0,
                           ListPointer(2, (1u << 29) - 1)};
   CheckCorrupt(zero_sized);
   CheckCorrupt(long_key);
@@ -418,7 +423,8 @@ TEST_CASE("protocol: policy checks and their outcomes round-trip") {
   limited.kind = PolicyOutcome::Kind::kLimited;
   limited.rule = "per_ip";
   limited.spec = LimitSpec{Algorithm::kSlidingWindowCounter, 10, 60'000};
-  limited.decision = Decision{.allowed = false, .limit = 10, .reset_after_ms = 5, .retry_after_ms = 7};
+  limited.decision =
+      Decision{.allowed = false, .limit = 10, .reset_after_ms = 5, .retry_after_ms = 7};
   limited.shadow_denied = true;
   response.policy_outcomes[3].kind = PolicyOutcome::Kind::kLimited;
   response.policy_outcomes[3].error = ErrorCode::kResourceExhausted;

@@ -1,15 +1,15 @@
 // Integration tests: real tallyd processes on 127.0.0.1, driven by the client.
-#include <doctest/doctest.h>
-
 #include <signal.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "node/engine/limiter.h"
-#include "tests/support/tallyd_process.h"
 #include "tests/support/must_check.h"
+#include "tests/support/tallyd_process.h"
 
 namespace tally {
 namespace {
@@ -136,8 +136,8 @@ TEST_CASE("daemon: clean shutdown on SIGTERM") {
 TEST_CASE("daemon: tallyctl exit status and json") {
   auto tallyd = StartTallyd();
   const std::string port = std::to_string(tallyd->port());
-  const std::vector<std::string> base = {TALLYCTL_PATH, "--port", port, "--json", "check",
-                                         "cli-key", "--limit", "1", "--window-ms", "3600000"};
+  const std::vector<std::string> base = {TALLYCTL_PATH, "--port",  port, "--json",      "check",
+                                         "cli-key",     "--limit", "1",  "--window-ms", "3600000"};
   std::string out;
   CHECK(testing::RunCommand(base, &out) == 0);
   CHECK(out.find("\"allowed\":true") != std::string::npos);

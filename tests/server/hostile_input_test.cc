@@ -1,11 +1,11 @@
 // Bad input against a live tallyd: each case must leave the node serving
 // other clients correctly.
-#include <doctest/doctest.h>
-
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "tests/support/tallyd_process.h"
 

@@ -1,14 +1,15 @@
 // RequestHandler: decoded requests in, responses and worker counters out,
 // with a real engine on a ManualClock and no I/O.
-#include <doctest/doctest.h>
+#include "node/server/request_handler.h"
 
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include <doctest/doctest.h>
+
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
-#include "node/server/request_handler.h"
 #include "protocol/messages.h"
 #include "tests/support/temp_dir.h"
 
@@ -16,7 +17,8 @@ namespace tally {
 namespace {
 
 struct Fixture {
-  Fixture() : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, [] { return Stats(); }) {}
+  Fixture()
+      : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, [] { return Stats(); }) {}
 
   static Limiter::Options LimiterOptions(const Clock* clock) {
     Limiter::Options options;
@@ -164,16 +166,18 @@ protocol::Request PolicyRequest(std::string_view domain, std::vector<DescriptorE
 // A check by policy answers each descriptor under its policy, and counts like checks do.
 TEST_CASE("request handler: policy checks are decided under the node's policies") {
   testing::TempDir dir;
-  std::ofstream(dir.Path("p.yaml")) << "domain: api\ndescriptors:\n"
-                                       "  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1, name: u}\n"
-                                       "  - key: trial\n    shadow_mode: true\n"
-                                       "    rate_limit: {unit: second, requests_per_unit: 0}\n";
+  std::ofstream(dir.Path("p.yaml"))
+      << "domain: api\ndescriptors:\n"
+         "  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1, name: u}\n"
+         "  - key: trial\n    shadow_mode: true\n"
+         "    rate_limit: {unit: second, requests_per_unit: 0}\n";
   std::unique_ptr<PolicyStore> store;
   REQUIRE(PolicyStore::Open({.dir = dir.Path("")}, &store).ok());
   ManualClock clock(1'700'000'000'000);
   Limiter limiter(Limiter::Options{.clock = &clock});
   WorkerCounters counters;
-  RequestHandler handler(&limiter, &counters, [] { return protocol::StatsReply(); }, store.get());
+  RequestHandler handler(
+      &limiter, &counters, [] { return protocol::StatsReply(); }, store.get());
   protocol::Response response;
 
   const protocol::Request request =

@@ -1,16 +1,15 @@
 // Resource exhaustion against a live tallyd: out of file descriptors, slow
 // and half-sent frames, buffer memory. The node must stay cheap to run and
 // go on serving well-behaved clients.
-#include <doctest/doctest.h>
-
-#include <sys/resource.h>
-
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <sys/resource.h>
 
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
@@ -63,7 +62,9 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
   const Status started = TallydProcess::Start(
       {TALLYD_PATH,
        {"--memory-only", "--cluster-secret-file", dir.Path("secret"), "--recovery-timeout-ms", "0"},
-       "", /*gossip_port=*/true, /*fronts=*/{}},
+       "",
+       /*gossip_port=*/true,
+       /*fronts=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
@@ -155,11 +156,13 @@ TEST_CASE("limits: past --max-buffer-bytes a big frame is refused with resource_
   hog.reset();
   const std::string key(100, 'k');
   const std::vector<protocol::Check> big(2'000, protocol::Check{key, kSpec, 1});
-  CHECK(testing::PollUntil([&] {  // the node notices the close asynchronously
-    std::unique_ptr<protocol::Client> client;
-    std::vector<protocol::CheckOutcome> outcomes;
-    return node->Connect(&client).ok() && client->CheckBatch(big, &outcomes).ok();
-  }, 2'000));
+  CHECK(testing::PollUntil(
+      [&] {  // the node notices the close asynchronously
+        std::unique_ptr<protocol::Client> client;
+        std::vector<protocol::CheckOutcome> outcomes;
+        return node->Connect(&client).ok() && client->CheckBatch(big, &outcomes).ok();
+      },
+      2'000));
 }
 
 // Sixty-four connections each holding half of a 1 MiB frame cost about

@@ -1,11 +1,11 @@
 // tallyd at start: flags, config files and the files it reads are checked
 // before it does anything, and what it refuses ends it with exit 1 and one
 // log line saying which flag, file, key or value is wrong.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+
+#include <doctest/doctest.h>
 
 #include "tests/support/must_check.h"
 #include "tests/support/tallyd_process.h"

@@ -4,11 +4,8 @@
 // Windows are long (kLongWindowMs) so that the seconds a test takes never move
 // an answer; the churn test is the exception, on purpose. Mount-based parts
 // need root (CAP_SYS_ADMIN) and are skipped, with a message, without it.
-#include <doctest/doctest.h>
-
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/mount.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,11 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+#include <sys/mount.h>
+
+#include "tests/support/must_check.h"
+#include "tests/support/poll.h"
 #include "tests/support/tallyd_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tmpfs.h"
-#include "tests/support/must_check.h"
-#include "tests/support/poll.h"
 
 namespace tally {
 namespace {
@@ -34,11 +34,11 @@ namespace fs = std::filesystem;
 using protocol::Check;
 using protocol::CheckOutcome;
 using protocol::StatsReply;
+using testing::FillDisk;
+using testing::FillerPath;
 using testing::MustCheck;
 using testing::PollUntil;
 using testing::TallydProcess;
-using testing::FillDisk;
-using testing::FillerPath;
 using testing::TempDir;
 using testing::TmpfsMount;
 
@@ -90,8 +90,10 @@ struct Node {
 // Runs a tallyd that should refuse to start. Returns its exit code (-1 if it
 // was still running after 5 s, then killed), its log (stderr) in *log.
 int RunRefusedTallyd(const std::vector<std::string>& args, std::string* log) {
-  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", TALLYD_PATH,
-                                   "--address", "127.0.0.1", "--port", "0", "--threads", "2"};
+  std::vector<std::string> argv = {"/bin/sh",   "-c",        "exec \"$0\" \"$@\" 2>&1",
+                                   TALLYD_PATH, "--address", "127.0.0.1",
+                                   "--port",    "0",         "--threads",
+                                   "2"};
   argv.insert(argv.end(), args.begin(), args.end());
   return testing::RunCommand(argv, log, 5'000);
 }
@@ -369,8 +371,8 @@ TEST_CASE("persistence: a full disk degrades loudly, keeps serving, and recovers
     MESSAGE("skipped: cannot mount a tmpfs: " << disk.error());
     return;
   }
-  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"),
-                                         "--flush-interval-ms", "100"};
+  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"), "--flush-interval-ms",
+                                         "100"};
   const Check new_key{"after-disk-full", LongSpec(Algorithm::kFixedWindow, kLimit), 1};
   {
     Node node(args);
@@ -411,8 +413,8 @@ TEST_CASE("persistence: SIGTERM on a full disk loses nothing") {
     MESSAGE("skipped: cannot mount a tmpfs: " << disk.error());
     return;
   }
-  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"),
-                                         "--flush-interval-ms", "100"};
+  const std::vector<std::string> args = {"--data-dir", dir.Path("disk/data"), "--flush-interval-ms",
+                                         "100"};
   const std::vector<Limit> before = LimitsOverAlgorithms("before-", 10, kLimit);
   const std::vector<Limit> after = LimitsOverAlgorithms("after-", 50, kLimit);
   {
@@ -489,7 +491,7 @@ TEST_CASE("persistence: a damaged write-ahead log refuses the start until --salv
     CHECK(lost_in_round(node, 2) == 0);
     CHECK(lost_in_round(node, 3) == 20);  // RocksDB drops the rest of the log block: 4 and 5 too
     MESSAGE("keys lost in rounds 4 and 5: " << lost_in_round(node, 4) << " and "
-                                             << lost_in_round(node, 5) << " of 20");
+                                            << lost_in_round(node, 5) << " of 20");
     CHECK(Contains(node.process->Log(), "dropping"));  // RocksDB's count of the bytes dropped
     CHECK(Contains(node.process->Log(), "salvaged: the newest run restored is run "));
     CHECK(node.Stop(SIGTERM) == 0);
@@ -547,8 +549,8 @@ TEST_CASE("persistence: churn keeps keys and disk bounded") {
   }
   const StatsReply stats = node.Stats();
   INFO("peak keys " << peak_keys << ", peak disk bytes " << peak_disk_bytes
-                    << ", disk bytes at the end " << stats.storage_disk_bytes
-                    << ", keys written " << stats.storage_keys_written);
+                    << ", disk bytes at the end " << stats.storage_disk_bytes << ", keys written "
+                    << stats.storage_keys_written);
   // Most keys reached the store, so the disk bound means something (a key may
   // expire before a flush collects it, e.g. behind a slow compaction: never written).
   CHECK(stats.storage_keys_written >= kRounds * kKeysPerRound / 2);

@@ -2,8 +2,6 @@
 // write-ahead log (storage/store.h), and run parts whose records are damaged,
 // of either format (storage/run.h). Each test works in its own temporary
 // directory and on a ManualClock.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +12,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "node/common/clock.h"
 #include "node/common/key_snapshot.h"
@@ -201,8 +201,8 @@ TEST_CASE("storage: Load reads runs of format 1 that earlier versions wrote") {
     records.emplace_back(storage::EncodeRecordKey(snapshot), storage::EncodeRecordValue(snapshot));
   }
   const std::string format_key = std::string(1, storage::kMetaPrefix) + "format";
-  RawPut(dir.Path("data"), {{format_key, "tally-2"},
-                            {storage::RunKey(1, 0), RawPartOfFormat1(records)}});
+  RawPut(dir.Path("data"),
+         {{format_key, "tally-2"}, {storage::RunKey(1, 0), RawPartOfFormat1(records)}});
   Store::LoadStats stats;
   CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), written);
   CHECK(stats.corrupt == 0);

@@ -3,10 +3,6 @@
 // (this binary re-executed for the one test case), so that a crash fails the
 // test and the tmpfs is always unmounted; mounting needs root, and without it
 // the tests are skipped with a message. They use a ManualClock.
-#include <doctest/doctest.h>
-
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +10,9 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
@@ -77,8 +76,8 @@ std::unique_ptr<Store> OpenSmall(const std::string& path, const Clock* clock) {
 // Checks `key` (fixed window, an hour) at `cost`.
 void Admit(Limiter& limiter, const std::string& key, uint64_t cost) {
   Decision decision;
-  REQUIRE(limiter.Check(key, LimitSpec{Algorithm::kFixedWindow, 1'000, 3'600'000}, cost,
-                        &decision).ok());
+  REQUIRE(limiter.Check(key, LimitSpec{Algorithm::kFixedWindow, 1'000, 3'600'000}, cost, &decision)
+              .ok());
   REQUIRE(decision.allowed);
 }
 

@@ -3,8 +3,6 @@
 // real store; damaged storage is in storage_damage_test.cc, full disks in
 // storage_disk_test.cc. Each test works in its own temporary directory and on
 // a ManualClock.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "node/common/clock.h"
 #include "node/common/key_snapshot.h"
@@ -77,17 +77,17 @@ TEST_CASE("storage: DecodeRecord rejects garbage with Corruption") {
   REQUIRE(Decode(key, value).ok());
   auto with_byte = [](std::string s, size_t at, char byte) { return s.replace(at, 1, 1, byte); };
   const std::pair<std::string, std::string> garbage[] = {
-      {with_byte(key, 0, storage::kMetaPrefix), value},         // wrong prefix
-      {key.substr(0, 10), value},                               // no user key
-      {key.substr(0, 5), value},                                // short key
-      {"", value},                                              // empty key
-      {with_byte(key, 1, kAlgorithmCount), value},              // unknown algorithm
-      {with_byte(key, 1, '\xff'), value},                       // unknown algorithm
+      {with_byte(key, 0, storage::kMetaPrefix), value},        // wrong prefix
+      {key.substr(0, 10), value},                              // no user key
+      {key.substr(0, 5), value},                               // short key
+      {"", value},                                             // empty key
+      {with_byte(key, 1, kAlgorithmCount), value},             // unknown algorithm
+      {with_byte(key, 1, '\xff'), value},                      // unknown algorithm
       {key, with_byte(value, 0, storage::kRecordFormat + 1)},  // unknown format
-      {key, value.substr(0, 5)},                                // no room for the expiry
-      {key, header + "\x05\x80"},                               // truncated varint
-      {key, header + std::string(11, '\xff') + "\x01"},         // varint over 10 bytes
-      {key, value + '\0'},                                      // trailing bytes
+      {key, value.substr(0, 5)},                               // no room for the expiry
+      {key, header + "\x05\x80"},                              // truncated varint
+      {key, header + std::string(11, '\xff') + "\x01"},        // varint over 10 bytes
+      {key, value + '\0'},                                     // trailing bytes
       {with_byte(key, 1, char(Algorithm::kFixedWindow)), header + "\x01\x64\x01\x01"},  // 100 slots
       {with_byte(key, 1, char(Algorithm::kSlidingWindowLog)), header + "\x7f\x01\x01"},  // 127 logs
   };
@@ -259,8 +259,8 @@ TEST_CASE("storage: Load skips and counts corrupt records") {
   std::string bad_key = storage::EncodeRecordKey(unknown_algorithm);
   bad_key[1] = 9;
   const KeySnapshot after_the_break = Bucket("after", 1'000, 1, kStartMs);
-  std::string broken = RawPartOfFormat1({{storage::EncodeRecordKey(after_the_break),
-                                          storage::EncodeRecordValue(after_the_break)}});
+  std::string broken = RawPartOfFormat1(
+      {{storage::EncodeRecordKey(after_the_break), storage::EncodeRecordValue(after_the_break)}});
   broken.resize(broken.size() - 3);
   RawPut(dir.Path("data"),
          {{storage::RunKey(2, 0),
@@ -283,9 +283,11 @@ TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
   TempDir dir;
   {
     std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
-    const KeySnapshot first[] = {Bucket("a", 4'000, 1, kStartMs), Bucket("gone", 4'000, 1, kStartMs)};
+    const KeySnapshot first[] = {Bucket("a", 4'000, 1, kStartMs),
+                                 Bucket("gone", 4'000, 1, kStartMs)};
     REQUIRE(WriteRun(*store, first).ok());
-    const KeySnapshot checkpoint[] = {Bucket("a", 4'000, 2, kStartMs), Bucket("b", 4'000, 2, kStartMs)};
+    const KeySnapshot checkpoint[] = {Bucket("a", 4'000, 2, kStartMs),
+                                      Bucket("b", 4'000, 2, kStartMs)};
     REQUIRE(WriteRun(*store, checkpoint, /*checkpoint=*/true).ok());
     const KeySnapshot later[] = {Bucket("a", 4'000, 3, kStartMs)};
     REQUIRE(WriteRun(*store, later).ok());
@@ -335,8 +337,8 @@ TEST_CASE("storage: a checkpoint frees what earlier runs held") {
   std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
   std::vector<KeySnapshot> batch;
   for (int i = 0; i < 20'000; ++i) {
-    batch.push_back(Counting("short-lived key " + std::to_string(i), Algorithm::kFixedWindow,
-                             1'000, kStartMs / 1'000, {{1, uint64_t(i)}, {2, 3}}, {}));
+    batch.push_back(Counting("short-lived key " + std::to_string(i), Algorithm::kFixedWindow, 1'000,
+                             kStartMs / 1'000, {{1, uint64_t(i)}, {2, 3}}, {}));
     if (batch.size() == 1'000) {
       REQUIRE(WriteRun(*store, batch).ok());
       batch.clear();
@@ -414,7 +416,8 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
   Decision decision;
   REQUIRE(limiter.Check("short", LimitSpec{Algorithm::kFixedWindow, 5, 1'000}, 1, &decision).ok());
-  REQUIRE(limiter.Check("long", LimitSpec{Algorithm::kFixedWindow, 5, 3'600'000}, 2, &decision).ok());
+  REQUIRE(
+      limiter.Check("long", LimitSpec{Algorithm::kFixedWindow, 5, 3'600'000}, 2, &decision).ok());
   Persister persister(Persister::Options{}, &limiter, store.get());
   REQUIRE(persister.Flush().ok());
   CHECK(persister.stats().checkpoints == 0);

@@ -5,11 +5,6 @@
 // Thread safety: none needed; each test uses its own directory.
 #pragma once
 
-#include <doctest/doctest.h>
-
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -18,6 +13,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <doctest/doctest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
 
 #include "node/common/clock.h"
 #include "node/common/key_snapshot.h"

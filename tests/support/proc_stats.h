@@ -2,13 +2,14 @@
 // resident memory. Linux only.
 #pragma once
 
-#include <sys/types.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <sys/types.h>
 
 namespace tally::testing {
 

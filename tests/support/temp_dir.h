@@ -2,14 +2,14 @@
 // in it at the end of the scope (data directories, port files, mounts' roots).
 #pragma once
 
-#include <doctest/doctest.h>
-
 #include <stdlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <string>
+
+#include <doctest/doctest.h>
 
 namespace tally::testing {
 

@@ -4,13 +4,12 @@
 // Thread safety: none; owned by one thread.
 #pragma once
 
-#include <doctest/doctest.h>
-
-#include <sys/socket.h>
-
 #include <optional>
 #include <span>
 #include <string>
+
+#include <doctest/doctest.h>
+#include <sys/socket.h>
 
 #include "node/common/node_id.h"
 #include "protocol/codec.h"

@@ -8,8 +8,6 @@
 #pragma once
 
 #include <fcntl.h>
-#include <sys/mount.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 
 namespace tally::testing {
 
