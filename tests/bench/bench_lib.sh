@@ -1,5 +1,6 @@
 # Shared helpers of the daemon benchmarks (run_daemon_bench.sh,
-# run_persistence_bench.sh). Sourced from the repository root, not run.
+# run_persistence_bench.sh, run_grpc_bench.sh). Sourced from the repository
+# root, not run.
 #
 # bench_init makes $work_dir, a fresh temporary directory, and arranges that on
 # exit (also on Ctrl-C or SIGTERM, status 130) every process started with
@@ -51,6 +52,12 @@ bench_now_us() { echo "${EPOCHREALTIME//[^0-9]/}"; }
 bench_ticks_per_s=$(getconf CLK_TCK)
 bench_cpu_ms() {
   awk -v hz="$bench_ticks_per_s" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"
+}
+
+# bench_children_cpu_ms: the CPU time, in ms, of this script's children that
+# have exited and been waited for (a foreground command counts once it ends).
+bench_children_cpu_ms() {
+  awk -v hz="$bench_ticks_per_s" '{ printf "%d", ($16 + $17) * 1000 / hz }' "/proc/$$/stat"
 }
 
 # bench_wait_for_file FILE PID TIMEOUT_S: waits (polling every 5 ms) until FILE
