@@ -1,5 +1,6 @@
 # Shared helpers of the daemon benchmarks (run_daemon_bench.sh,
-# run_persistence_bench.sh). Sourced from the repository root, not run.
+# run_persistence_bench.sh, run_grpc_bench.sh). Sourced from the repository
+# root, not run.
 #
 # bench_init makes $work_dir, a fresh temporary directory, and arranges that on
 # exit (also on Ctrl-C or SIGTERM, status 130) every process started with
@@ -46,6 +47,31 @@ bench_init() {
 # Microseconds since the epoch, without starting a process.
 bench_now_us() { echo "${EPOCHREALTIME//[^0-9]/}"; }
 
+# bench_cpu_ms PID: the CPU time (user + system, all threads) process PID has
+# used, in ms; PID may also be PID/task/TID for one thread.
+bench_ticks_per_s=$(getconf CLK_TCK)
+bench_cpu_ms() {
+  awk -v hz="$bench_ticks_per_s" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"
+}
+
+# bench_children_cpu_ms: the CPU time, in ms, of this script's children that
+# have exited and been waited for (a foreground command counts once it ends).
+bench_children_cpu_ms() {
+  awk -v hz="$bench_ticks_per_s" '{ printf "%d", ($16 + $17) * 1000 / hz }' "/proc/$$/stat"
+}
+
+# bench_wait_for_file FILE PID TIMEOUT_S: waits (polling every 5 ms) until FILE
+# is not empty, PID has exited or TIMEOUT_S seconds have passed. True when the
+# file is there.
+bench_wait_for_file() {
+  local file=$1 pid=$2 deadline_us=$(($(bench_now_us) + $3 * 1000000))
+  until [ -s "$file" ] || ! kill -0 "$pid" 2>/dev/null ||
+    [ "$(bench_now_us)" -gt "$deadline_us" ]; do
+    sleep 0.005
+  done
+  [ -s "$file" ]
+}
+
 # A loopback port nobody listens on right now.
 free_port() {
   local port
@@ -85,20 +111,16 @@ bench_stop() {
 # tallyd_port, and tallyd_start_us / tallyd_listen_us: when it was started and
 # when the port file was seen (polled every 5 ms). Exits if tallyd did not start.
 bench_start_tallyd() {
-  local log=$1 port_file=$2 timeout_s=$3 deadline_us
+  local log=$1 port_file=$2 timeout_s=$3 listening=yes
   shift 3
   rm -f "$port_file"
   tallyd_start_us=$(bench_now_us)
-  deadline_us=$((tallyd_start_us + timeout_s * 1000000))
   bench_spawn "$log" "${server_cpu[@]}" "$build_dir/bin/tallyd" --address 127.0.0.1 --port 0 \
     --port-file "$port_file" "$@"
   tallyd_pid=$bench_pid
-  until [ -s "$port_file" ] || ! kill -0 "$tallyd_pid" 2>/dev/null ||
-    [ "$(bench_now_us)" -gt "$deadline_us" ]; do
-    sleep 0.005
-  done
+  bench_wait_for_file "$port_file" "$tallyd_pid" "$timeout_s" || listening=no
   tallyd_listen_us=$(bench_now_us)
-  [ -s "$port_file" ] || { cat "$log" >&2; echo "tallyd did not start" >&2; exit 1; }
+  [ "$listening" = yes ] || { cat "$log" >&2; echo "tallyd did not start" >&2; exit 1; }
   tallyd_port=$(cat "$port_file")
 }
 

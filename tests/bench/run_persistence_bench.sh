@@ -90,16 +90,15 @@ loadgen() {
   header=(--no-header)
 }
 
-# cpu_ms PID: the CPU time (user + system, all threads) the process has used.
-ticks_per_s=$(getconf CLK_TCK)
-cpu_ms() { awk -v hz="$ticks_per_s" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat"; }
 # storage_cpu_ms PID: the CPU time of its persistence threads (tally-flush,
 # tally-compact, RocksDB's rocksdb:*), read per thread: the direct cost.
 storage_cpu_ms() {
   local task total=0
   for task in /proc/"$1"/task/*; do
     case "$(cat "$task/comm")" in
-      tally-flush | tally-compact | rocksdb:*) total=$((total + $(cpu_ms "${task#/proc/}"))) ;;
+      tally-flush | tally-compact | rocksdb:*)
+        total=$((total + $(bench_cpu_ms "${task#/proc/}")))
+        ;;
     esac
   done
   echo "$total"
@@ -114,10 +113,10 @@ throughput() {
   stats "$label.before"
   start_us=$(bench_now_us)  # the counters' interval: from this reply to the next
   local cpu_before_ms cpu_after_ms storage_before_ms storage_after_ms
-  cpu_before_ms=$(cpu_ms "$tallyd_pid")
+  cpu_before_ms=$(bench_cpu_ms "$tallyd_pid")
   storage_before_ms=$(storage_cpu_ms "$tallyd_pid")
   loadgen "$label" --depth "$depth" --batch "$batch" --keys "$keys" --duration-ms "$duration_ms"
-  cpu_after_ms=$(cpu_ms "$tallyd_pid")
+  cpu_after_ms=$(bench_cpu_ms "$tallyd_pid")
   storage_after_ms=$(storage_cpu_ms "$tallyd_pid")
   stats "$label.after"
   end_us=$(bench_now_us)
