@@ -64,7 +64,7 @@ struct BenchResult {
   uint64_t denied = 0;    // overall_code OVER_LIMIT
   uint64_t errors = 0;    // a non-OK status or an UNKNOWN overall code
   std::string first_error;
-  LatencyHistogram latency;
+  cluster::LatencyHistogram latency;
 };
 
 uint64_t NowNs() {
