@@ -13,6 +13,10 @@
 
 namespace tally::bin {
 
+// The upper bounds flags of durations use: timeouts up to an hour, intervals up to a day.
+inline constexpr int64_t kHourMs = 3'600'000;
+inline constexpr int64_t kDayMs = 24 * kHourMs;
+
 // The value is a whole number (as CLI11 reads one) in [min, max].
 CLI::Validator InRange(int64_t min, int64_t max);
 

@@ -8,7 +8,6 @@
 namespace tally::bin {
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
-  constexpr int64_t kDayMs = 86'400'000;
   app->add_option("--policy-dir", options->policy_dir,
                   "Directory of policy files (envoyproxy/ratelimit's YAML format): limits by "
                   "domain and descriptor; reloaded when they change and on SIGHUP");

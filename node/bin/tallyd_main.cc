@@ -32,8 +32,9 @@ namespace {
 constexpr int64_t kLeaveTimeoutMs = 1'000;
 
 // Upper bounds of flags in ms: longer timeouts and intervals are mistakes.
-constexpr int64_t kHourMs = 3'600'000;
-constexpr int64_t kDayMs = 24 * kHourMs;
+using tally::bin::kDayMs;
+using tally::bin::kHourMs;
+
 // The most --max-keys: the key table's handles are 32 bits, and 10^9 keys
 // take about 60 GB already.
 constexpr int64_t kMostKeys = 1'000'000'000;
