@@ -301,6 +301,7 @@ int main(int argc, char** argv) {
   }
   std::optional<tally::Persister> persister;
   if (store) {
+    persister_options.clock = clock;
     persister.emplace(persister_options, &limiter, store.get());
     persister->Start();
   }

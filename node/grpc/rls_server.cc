@@ -82,6 +82,7 @@ uint16_t RlsServer::port() const { return static_cast<uint16_t>(impl_->port); }
 
 void RlsServer::Shutdown(int64_t deadline_ms) {
   if (impl_->server == nullptr) return;
+  // gRPC takes its deadline as a system_clock time point: this is its API, not a reading of time.
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(deadline_ms));
   impl_->server->Wait();

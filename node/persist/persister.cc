@@ -44,7 +44,7 @@ Status Persister::Stop() {
     if (thread->joinable()) thread->join();
   }
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started_ms = options_.clock->MonotonicMs();
   store_->BeginLastWrites();
   last_writes_ = true;
   const bool covered_by_changes = !unsaved_;  // else only a checkpoint covers a failed write
@@ -52,9 +52,7 @@ Status Persister::Stop() {
     if (Status status = WriteChangesLocked(); !status.ok()) return status;
   }
   const Status checkpoint = CheckpointLocked();
-  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - started)
-                              .count();
+  const int64_t elapsed_ms = options_.clock->MonotonicMs() - started_ms;
   if (checkpoint.ok()) {
     spdlog::info("final checkpoint written in {} ms", elapsed_ms);
   } else if (covered_by_changes) {
@@ -126,28 +124,25 @@ Status Persister::WriteRun(bool checkpoint,
 }
 
 void Persister::LogOutcome(const Status& status, bool was_degraded) {
-  const auto now = std::chrono::steady_clock::now();
-  const auto ms = [now](std::chrono::steady_clock::time_point since) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count();
-  };
+  const int64_t now_ms = options_.clock->MonotonicMs();
   if (status.ok()) {
     if (was_degraded) {
       spdlog::info("persisting again, after {} ms degraded; {} failed writes so far",
-                   ms(failing_since_), stats_.write_errors);
+                   now_ms - failing_since_ms_, stats_.write_errors);
     }
     return;
   }
   if (last_writes_) return;  // Stop says what its failures mean
   if (!was_degraded) {
-    failing_since_ = now;
-  } else if (now - failure_logged_ < std::chrono::seconds(1)) {
+    failing_since_ms_ = now_ms;
+  } else if (now_ms - failure_logged_ms_ < 1'000) {
     return;  // while degraded, a line a second at most
   }
-  failure_logged_ = now;
+  failure_logged_ms_ = now_ms;
   spdlog::error(
       "persisting failed ({} failed writes so far, degraded for {} ms): serving from "
       "memory, and a crash would lose what changed since the last write: {}",
-      stats_.write_errors, ms(failing_since_), status.ToString());
+      stats_.write_errors, now_ms - failing_since_ms_, status.ToString());
 }
 
 Persister::Stats Persister::stats() const {

@@ -28,13 +28,13 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "node/common/clock.h"
 #include "node/engine/limiter.h"
 #include "storage/store.h"
 
@@ -45,6 +45,9 @@ class Persister {
   struct Options {
     int64_t flush_interval_ms = 1'000;
     int64_t compaction_interval_ms = 600'000;  // 0: never
+    // Times how long writes have been failing and the final write. Not owned;
+    // must outlive the Persister.
+    const Clock* clock = SystemClock::Default();
   };
   struct Stats {
     uint64_t flushes = 0;  // runs written, checkpoints included
@@ -96,7 +99,7 @@ class Persister {
   std::mutex flush_mu_;   // one write at a time; guards unsaved_
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
-  std::chrono::steady_clock::time_point failing_since_, failure_logged_;
+  int64_t failing_since_ms_ = 0, failure_logged_ms_ = 0;  // Options::clock's MonotonicMs
   bool last_writes_ = false;     // Stop is writing; guarded by flush_mu_
   mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
