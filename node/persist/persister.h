@@ -100,8 +100,8 @@ class Persister {
   bool unsaved_ = false;  // a write failed: changes it held are no longer marked
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
   int64_t failing_since_ms_ = 0, failure_logged_ms_ = 0;  // Options::clock's MonotonicMs
-  bool last_writes_ = false;     // Stop is writing; guarded by flush_mu_
-  mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
+  bool last_writes_ = false;                              // Stop is writing; guarded by flush_mu_
+  mutable std::mutex stats_mu_;                           // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;
   std::thread compaction_thread_;
