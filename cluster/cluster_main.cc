@@ -170,7 +170,9 @@ int Up(const LocalCluster::Options& options) {
   std::printf("tally cluster of %zu nodes up; data under %s\n", cluster->size(),
               cluster->root().c_str());
   PrintPorts(*cluster);
-  std::printf("try: tallyctl --port %u check user:42; commands: help\n", cluster->client_port(0));
+  std::printf(
+      "try: tallyctl --port %u check user:42 --limit 100 --window-ms 60000; commands: help\n",
+      cluster->client_port(0));
   std::fflush(stdout);
   std::string pending;
   while (!g_interrupted) {

@@ -1,10 +1,13 @@
-// tallyctl: talk to a tallyd from a shell.
+// tallyctl: talk to a tallyd from a shell. The target is --addr host:port,
+// or TALLY_ADDR, or --host/--port (default 127.0.0.1:7420).
 //
-//   tallyctl [--host H] [--port P] [--json] check KEY [--algorithm A] [--limit N] [--window-ms W]
-//   [--cost C] tallyctl [--host H] [--port P] [--json] stats tallyctl [--host H] [--port P]
-//   [--json] cluster    (members as the node sees them, links, peers) tallyctl [--host H] [--port
-//   P] [--json] policy DOMAIN --descriptor k=v[,k=v...] [...] [--hits N]
+//   tallyctl check KEY [--algorithm A] --limit N --window-ms W [--cost C]
+//   tallyctl peek KEY [--algorithm A] --limit N --window-ms W
+//   tallyctl policy DOMAIN --descriptor k=v[,k=v...] [--descriptor ...] [--hits N]
+//   tallyctl stats
+//   tallyctl cluster        (members as the node sees them, links, peers)
 //
+// Every command takes --json. Arguments are checked before connecting.
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "node/bin/cli_checks.h"
+#include "node/common/host_port.h"
 #include "node/common/json.h"
 #include "node/common/limit.h"
 #include "node/common/version.h"
@@ -251,31 +255,45 @@ int main(int argc, char** argv) {
   tally::protocol::Client::Options options;
   options.port = 7420;
   bool json = false;
+  std::string addr;
   std::string key;
   std::string algorithm_name = "sliding_counter";
-  tally::LimitSpec spec{tally::Algorithm::kSlidingWindowCounter, 100, 60'000};
+  tally::LimitSpec spec;
   uint64_t cost = 1;
 
   CLI::App app("tallyctl: query a tallyd");
   app.set_version_flag("--version", tally::VersionLine("tallyctl"));
   app.require_subcommand(1);
-  app.add_option("--host", options.host, "tallyd address")->capture_default_str();
-  app.add_option("--port", options.port, "tallyd port")->capture_default_str();
+  app.add_option("--addr", addr, "tallyd as host:port; --host and --port override its parts")
+      ->envname("TALLY_ADDR")
+      ->check(tally::bin::HostPortCheck());
+  CLI::Option* host_option =
+      app.add_option("--host", options.host, "tallyd address")->capture_default_str();
+  CLI::Option* port_option =
+      app.add_option("--port", options.port, "tallyd port")->capture_default_str();
   app.add_option("--timeout-ms", options.timeout_ms, "Give up after this long")
       ->check(tally::bin::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
+  // check and peek take the same limit; neither has a default: a forgotten
+  // flag must not consume quota under a limit nobody chose.
+  const auto add_limit = [&](CLI::App* command) {
+    command->add_option("key", key, "The key to limit, e.g. user:42")->required();
+    command
+        ->add_option("--algorithm", algorithm_name,
+                     "fixed_window, sliding_log, sliding_counter or token_bucket")
+        ->capture_default_str();
+    command->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
+        ->required();
+    command->add_option("--window-ms", spec.window_ms, "Window length (bucket: time to refill)")
+        ->required();
+  };
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");
-  check->add_option("key", key, "The key to limit, e.g. user:42")->required();
-  check
-      ->add_option("--algorithm", algorithm_name,
-                   "fixed_window, sliding_log, sliding_counter or token_bucket")
-      ->capture_default_str();
-  check->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
-      ->capture_default_str();
-  check->add_option("--window-ms", spec.window_ms, "Window length (bucket: time to refill)")
-      ->capture_default_str();
+  add_limit(check);
   check->add_option("--cost", cost, "Units this request consumes; 0 peeks")->capture_default_str();
+  CLI::App* peek =
+      app.add_subcommand("peek", "What a request of cost 1 would get now; consumes nothing");
+  add_limit(peek);
   std::string domain;
   std::vector<std::string> descriptor_texts;
   uint64_t hits = 0;
@@ -299,8 +317,28 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitError;
   }
 
-  std::vector<std::string>
-      entry_storage;  // keys and values, alternating; the check's views point here
+  // Everything is validated before connecting: a typo is invalid_argument
+  // whether or not a node is up.
+  if (!addr.empty()) {
+    tally::HostPort target;
+    if (tally::Status status = tally::ParseHostPort(addr, &target); !status.ok()) {
+      return PrintError(json, "invalid_argument", "--addr: " + std::string(status.message()));
+    }
+    if (host_option->count() == 0) options.host = target.host;
+    if (port_option->count() == 0) options.port = target.port;
+  }
+  if (check->parsed() || peek->parsed()) {
+    const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
+    if (!algorithm) {
+      return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
+    }
+    spec.algorithm = *algorithm;
+    for (const tally::Status& status : {tally::ValidateKey(key), tally::ValidateSpec(spec)}) {
+      if (!status.ok()) return PrintError(json, "invalid_argument", status.message());
+    }
+    if (peek->parsed()) cost = 0;
+  }
+  std::vector<std::string> entry_storage;  // keys and values, alternating; the views point here
   tally::protocol::PolicyCheck policy_check;
   for (const std::string& text : descriptor_texts) {
     if (!ParseDescriptor(text, &entry_storage, &policy_check.descriptor_sizes)) {
@@ -332,10 +370,6 @@ int main(int argc, char** argv) {
     }
     return PrintPolicyOutcomes(json, outcomes);
   }
-  const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
-  if (!algorithm)
-    return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
-  spec.algorithm = *algorithm;
   tally::protocol::CheckOutcome outcome;
   if (tally::Status status = client->Check({key, spec, cost}, &outcome); !status.ok()) {
     return PrintError(json, "error", status.ToString());

@@ -151,5 +151,38 @@ TEST_CASE("daemon: tallyctl exit status and json") {
   CHECK(out.find("checks 2") != std::string::npos);
 }
 
+// tallyctl checks its arguments before it connects, has no default limit, peeks without
+// consuming, and finds its node through --addr or TALLY_ADDR.
+TEST_CASE("daemon: tallyctl validates first, peeks, and reads TALLY_ADDR") {
+  std::string out;
+  // No node listens on port 1: argument errors must still be argument errors.
+  CHECK(testing::RunCommand({TALLYCTL_PATH, "--port", "1", "check", "k"}, &out) == 2);
+  CHECK(testing::RunCommand({TALLYCTL_PATH, "--port", "1", "--json", "check", "k", "--limit", "5",
+                             "--window-ms", "1000", "--algorithm", "leaky"},
+                            &out) == 2);
+  CHECK(out.find("\"error\":\"invalid_argument\"") != std::string::npos);
+  CHECK(testing::RunCommand({TALLYCTL_PATH, "--port", "1", "--json", "check", "k", "--limit", "5",
+                             "--window-ms", "0"},
+                            &out) == 2);
+  CHECK(out.find("invalid_argument") != std::string::npos);
+  CHECK(testing::RunCommand({TALLYCTL_PATH, "--addr", "no-port", "stats"}, &out) == 2);
+
+  auto tallyd = StartTallyd();
+  const std::string addr = "127.0.0.1:" + std::to_string(tallyd->port());
+  const std::vector<std::string> peek = {"/usr/bin/env", "TALLY_ADDR=" + addr,
+                                         TALLYCTL_PATH,  "--json",
+                                         "peek",         "p-key",
+                                         "--limit",      "2",
+                                         "--window-ms",  "3600000"};
+  for (int i = 0; i < 3; ++i) {
+    CHECK(testing::RunCommand(peek, &out) == 0);
+    CHECK(out.find("\"remaining\":2") != std::string::npos);  // a peek consumes nothing
+  }
+  CHECK(testing::RunCommand({TALLYCTL_PATH, "--addr", addr, "--json", "check", "p-key", "--limit",
+                             "2", "--window-ms", "3600000"},
+                            &out) == 0);
+  CHECK(out.find("\"remaining\":1") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace tally
