@@ -48,4 +48,11 @@ uint64_t LatencyHistogram::PercentileNs(double q) const {
   return max_ns_;
 }
 
+nlohmann::ordered_json LatencyJson(const LatencyHistogram& latency) {
+  return {{"p50_us", Micros(latency.PercentileNs(0.5))},
+          {"p99_us", Micros(latency.PercentileNs(0.99))},
+          {"p999_us", Micros(latency.PercentileNs(0.999))},
+          {"max_us", Micros(latency.max_ns())}};
+}
+
 }  // namespace tally::cluster

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <nlohmann/json.hpp>
+
 namespace tally::cluster {
 
 class LatencyHistogram {
@@ -46,5 +48,11 @@ class LatencyHistogram {
   uint64_t count_ = 0;
   uint64_t max_ns_ = 0;
 };
+
+// ns as µs.
+inline double Micros(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+// p50_us, p99_us, p999_us and max_us of `latency`, for the load generators' JSON.
+nlohmann::ordered_json LatencyJson(const LatencyHistogram& latency);
 
 }  // namespace tally::cluster

@@ -13,7 +13,6 @@
 
 #include "cluster/loadgen.h"
 #include "node/common/host_port.h"
-#include "node/common/json.h"
 #include "node/common/version.h"
 
 namespace tally::cluster {
@@ -41,34 +40,30 @@ Enum Named(const Enum (&values)[N], std::string_view (*name_of)(Enum), std::stri
                        [&](Enum value) { return name_of(value) == name; });
 }
 
-double Micros(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
 double PerSecond(uint64_t count, double duration_s) {
   return duration_s > 0 ? static_cast<double>(count) / duration_s : 0;
 }
 
 std::string ResultJson(const std::string& label, const LoadOptions& options,
                        const LoadResult& result) {
-  char numbers[1024];
-  std::snprintf(
-      numbers, sizeof(numbers),
-      "\"connections\": %d, \"depth\": %d, \"batch\": %d, \"keys\": %llu, "
-      "\"distribution\": \"%s\", \"duration_s\": %.3f, \"requests\": %llu, \"decisions\": %llu, "
-      "\"requests_per_s\": %.1f, \"decisions_per_s\": %.1f, \"allowed\": %llu, "
-      "\"denied\": %llu, \"errors\": %llu, \"p50_us\": %.1f, \"p99_us\": %.1f, "
-      "\"p999_us\": %.1f, \"max_us\": %.1f",
-      options.connections, options.depth, options.batch,
-      static_cast<unsigned long long>(options.keys),
-      std::string(KeyDistributionName(options.distribution)).c_str(), result.duration_s,
-      static_cast<unsigned long long>(result.requests),
-      static_cast<unsigned long long>(result.decisions),
-      PerSecond(result.requests, result.duration_s), PerSecond(result.decisions, result.duration_s),
-      static_cast<unsigned long long>(result.allowed),
-      static_cast<unsigned long long>(result.denied),
-      static_cast<unsigned long long>(result.errors), Micros(result.latency.PercentileNs(0.5)),
-      Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
-      Micros(result.latency.max_ns()));
-  return "{\"label\": " + JsonString(label) +
-         ", \"target\": " + JsonString(LoadTargetName(options.target)) + ", " + numbers + "}";
+  nlohmann::ordered_json json = {
+      {"label", label},
+      {"target", LoadTargetName(options.target)},
+      {"connections", options.connections},
+      {"depth", options.depth},
+      {"batch", options.batch},
+      {"keys", options.keys},
+      {"distribution", KeyDistributionName(options.distribution)},
+      {"duration_s", result.duration_s},
+      {"requests", result.requests},
+      {"decisions", result.decisions},
+      {"requests_per_s", PerSecond(result.requests, result.duration_s)},
+      {"decisions_per_s", PerSecond(result.decisions, result.duration_s)},
+      {"allowed", result.allowed},
+      {"denied", result.denied},
+      {"errors", result.errors}};
+  json.update(LatencyJson(result.latency));
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 void PrintRow(const std::string& label, const LoadOptions& options, const LoadResult& result,

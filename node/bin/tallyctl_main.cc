@@ -16,10 +16,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "node/bin/cli_checks.h"
 #include "node/common/host_port.h"
-#include "node/common/json.h"
 #include "node/common/limit.h"
 #include "node/common/version.h"
 #include "protocol/client.h"
@@ -30,10 +30,17 @@ constexpr int kExitAllowed = 0;
 constexpr int kExitDenied = 1;
 constexpr int kExitError = 2;
 
+using Json = nlohmann::ordered_json;
+
+// One JSON object a line. Keys and messages are bytes a caller chose: what is
+// not UTF-8 is replaced rather than refused.
+void PrintJson(const Json& value) {
+  std::printf("%s\n", value.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+}
+
 int PrintError(bool json, std::string_view code, std::string_view message) {
   if (json) {
-    std::printf("{\"error\":%s,\"message\":%s}\n", tally::JsonString(code).c_str(),
-                tally::JsonString(message).c_str());
+    PrintJson(Json{{"error", code}, {"message", message}});
   } else {
     std::fprintf(stderr, "tallyctl: %.*s: %.*s\n", static_cast<int>(code.size()), code.data(),
                  static_cast<int>(message.size()), message.data());
@@ -41,15 +48,18 @@ int PrintError(bool json, std::string_view code, std::string_view message) {
   return kExitError;
 }
 
+Json DecisionJson(const tally::Decision& d) {
+  return Json{{"allowed", d.allowed},
+              {"never_allowed", d.never_allowed},
+              {"limit", d.limit},
+              {"remaining", d.remaining},
+              {"reset_after_ms", d.reset_after_ms},
+              {"retry_after_ms", d.retry_after_ms}};
+}
+
 int PrintDecision(bool json, const tally::Decision& d) {
   if (json) {
-    std::printf(
-        "{\"allowed\":%s,\"never_allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
-        "\"reset_after_ms\":%llu,\"retry_after_ms\":%llu}\n",
-        d.allowed ? "true" : "false", d.never_allowed ? "true" : "false",
-        static_cast<unsigned long long>(d.limit), static_cast<unsigned long long>(d.remaining),
-        static_cast<unsigned long long>(d.reset_after_ms),
-        static_cast<unsigned long long>(d.retry_after_ms));
+    PrintJson(DecisionJson(d));
   } else {
     std::printf("%s limit=%llu remaining=%llu reset_after_ms=%llu retry_after_ms=%llu%s\n",
                 d.allowed ? "allowed" : "denied", static_cast<unsigned long long>(d.limit),
@@ -99,13 +109,15 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"gossip_entries_merged", s.gossip_entries_merged},
       {"gossip_entries_rejected", s.gossip_entries_rejected},
       {"gossip_sessions_refused", s.gossip_sessions_refused}};
-  const char* separator = json ? "{" : "";
-  for (const auto& [name, value] : fields) {
-    std::printf(json ? "%s\"%s\":%llu" : "%s%s %llu\n", separator, name,
-                static_cast<unsigned long long>(value));
-    separator = json ? "," : "";
+  if (json) {
+    Json out = Json::object();
+    for (const auto& [name, value] : fields) out[name] = value;
+    PrintJson(out);
+    return kExitAllowed;
   }
-  if (json) std::printf("}\n");
+  for (const auto& [name, value] : fields) {
+    std::printf("%s %llu\n", name, static_cast<unsigned long long>(value));
+  }
   return kExitAllowed;
 }
 
@@ -115,37 +127,33 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
   using ull = unsigned long long;
   using tally::protocol::MemberStateName;
   if (json) {
-    std::printf("{\"members\":[");
-    for (size_t i = 0; i < s.members.size(); ++i) {
-      const tally::protocol::MemberStatus& member = s.members[i];
-      std::printf(
-          "%s{\"node_id\":%llu,\"address\":%s,\"state\":\"%s\",\"incarnation\":%llu,"
-          "\"heartbeat\":%llu,\"last_heard_ms_ago\":%llu,\"lag_ms\":%lld}",
-          i ? "," : "", ull(member.node_id), tally::JsonString(member.address).c_str(),
-          std::string(MemberStateName(member.state)).c_str(), ull(member.incarnation),
-          ull(member.heartbeat), ull(member.last_heard_ms_ago),
-          static_cast<long long>(member.lag_ms));
+    Json members = Json::array(), links = Json::array(), peers = Json::array();
+    for (const tally::protocol::MemberStatus& m : s.members) {
+      members.push_back(Json{{"node_id", m.node_id},
+                             {"address", m.address},
+                             {"state", MemberStateName(m.state)},
+                             {"incarnation", m.incarnation},
+                             {"heartbeat", m.heartbeat},
+                             {"last_heard_ms_ago", m.last_heard_ms_ago},
+                             {"lag_ms", m.lag_ms}});
     }
-    std::printf("],\"links\":[");
-    for (size_t i = 0; i < s.peer_links.size(); ++i) {
-      const tally::protocol::PeerLinkStatus& link = s.peer_links[i];
-      std::printf(
-          "%s{\"address\":%s,\"up\":%s,\"node_id\":%llu,\"bytes_sent\":%llu,"
-          "\"queued_bytes\":%llu,\"full_syncs_sent\":%llu,\"connects\":%llu}",
-          i ? "," : "", tally::JsonString(link.address).c_str(), link.up ? "true" : "false",
-          ull(link.node_id), ull(link.bytes_sent), ull(link.queued_bytes),
-          ull(link.full_syncs_sent), ull(link.connects));
+    for (const tally::protocol::PeerLinkStatus& l : s.peer_links) {
+      links.push_back(Json{{"address", l.address},
+                           {"up", l.up},
+                           {"node_id", l.node_id},
+                           {"bytes_sent", l.bytes_sent},
+                           {"queued_bytes", l.queued_bytes},
+                           {"full_syncs_sent", l.full_syncs_sent},
+                           {"connects", l.connects}});
     }
-    std::printf("],\"peers\":[");
-    for (size_t i = 0; i < s.peer_nodes.size(); ++i) {
-      const tally::protocol::PeerNodeStatus& node = s.peer_nodes[i];
-      std::printf(
-          "%s{\"node_id\":%llu,\"connected\":%s,\"last_heard_ms_ago\":%llu,"
-          "\"full_syncs\":%llu,\"entries_merged\":%llu}",
-          i ? "," : "", ull(node.node_id), node.connected ? "true" : "false",
-          ull(node.last_heard_ms_ago), ull(node.full_syncs), ull(node.entries_merged));
+    for (const tally::protocol::PeerNodeStatus& n : s.peer_nodes) {
+      peers.push_back(Json{{"node_id", n.node_id},
+                           {"connected", n.connected},
+                           {"last_heard_ms_ago", n.last_heard_ms_ago},
+                           {"full_syncs", n.full_syncs},
+                           {"entries_merged", n.entries_merged}});
     }
-    std::printf("]}\n");
+    PrintJson(Json{{"members", members}, {"links", links}, {"peers", peers}});
     return kExitAllowed;
   }
   std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s\n", "node", "address",
@@ -192,11 +200,11 @@ bool ParseDescriptor(const std::string& text, std::vector<std::string>* storage,
   return true;
 }
 
-// One line (or JSON object) per descriptor; exit 1 when any was denied.
+// One line a descriptor (or one JSON object); exit 1 when any was denied.
 int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutcome>& outcomes) {
   using Kind = tally::protocol::PolicyOutcome::Kind;
   bool denied = false;
-  if (json) std::printf("{\"descriptors\":[");
+  Json descriptors = Json::array();
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const tally::protocol::PolicyOutcome& o = outcomes[i];
     const bool error = o.error != tally::protocol::ErrorCode::kOk;
@@ -206,30 +214,23 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
     const char* kind = o.kind == Kind::kNoLimit     ? "no_limit"
                        : o.kind == Kind::kUnlimited ? "unlimited"
                                                     : "limited";
+    const std::string_view error_name = tally::protocol::ErrorCodeName(o.error);
     if (json) {
-      std::printf("%s{\"kind\":\"%s\",\"rule\":%s,\"allowed\":%s,\"shadow_denied\":%s",
-                  i ? "," : "", kind, tally::JsonString(o.rule).c_str(), allowed ? "true" : "false",
-                  o.shadow_denied ? "true" : "false");
-      if (o.kind == Kind::kLimited && !error) {
-        std::printf(
-            ",\"limit\":%llu,\"remaining\":%llu,\"reset_after_ms\":%llu,\"retry_after_ms\":%llu",
-            static_cast<unsigned long long>(o.decision.limit),
-            static_cast<unsigned long long>(o.decision.remaining),
-            static_cast<unsigned long long>(o.decision.reset_after_ms),
-            static_cast<unsigned long long>(o.decision.retry_after_ms));
-      }
+      Json descriptor = {{"kind", kind},
+                         {"rule", o.rule},
+                         {"allowed", allowed},
+                         {"shadow_denied", o.shadow_denied}};
+      if (o.kind == Kind::kLimited && !error) descriptor["decision"] = DecisionJson(o.decision);
       if (error) {
-        std::printf(",\"error\":\"%s\",\"message\":%s",
-                    std::string(tally::protocol::ErrorCodeName(o.error)).c_str(),
-                    tally::JsonString(o.error_message).c_str());
+        descriptor["error"] = error_name;
+        descriptor["message"] = o.error_message;
       }
-      std::printf("}");
+      descriptors.push_back(std::move(descriptor));
     } else if (o.kind != Kind::kLimited) {
       std::printf("descriptor %zu: allowed (%s%s%s)\n", i, kind, o.rule.empty() ? "" : " by ",
                   o.rule.c_str());
     } else if (error) {
-      std::printf("descriptor %zu: %s: %s\n", i,
-                  std::string(tally::protocol::ErrorCodeName(o.error)).c_str(),
+      std::printf("descriptor %zu: %s: %s\n", i, std::string(error_name).c_str(),
                   o.error_message.c_str());
     } else {
       std::printf(
@@ -245,7 +246,7 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
           static_cast<unsigned long long>(o.decision.retry_after_ms));
     }
   }
-  if (json) std::printf("],\"allowed\":%s}\n", denied ? "false" : "true");
+  if (json) PrintJson(Json{{"descriptors", descriptors}, {"allowed", !denied}});
   return denied ? kExitDenied : kExitAllowed;
 }
 

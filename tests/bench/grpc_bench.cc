@@ -35,7 +35,6 @@
 
 #include "cluster/latency_histogram.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
-#include "node/common/json.h"
 #include "node/common/version.h"
 
 namespace tally {
@@ -171,29 +170,26 @@ bool RunLoad(const BenchOptions& options, BenchResult* result) {
   return true;
 }
 
-double Micros(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
 double PerSecond(const BenchResult& result) {
   return result.duration_s > 0 ? static_cast<double>(result.calls) / result.duration_s : 0;
 }
 
 std::string ResultJson(const std::string& label, const BenchOptions& options,
                        const BenchResult& result) {
-  char numbers[1024];
-  std::snprintf(
-      numbers, sizeof(numbers),
-      "\"concurrency\": %d, \"channels\": %d, \"keys\": %llu, \"duration_s\": %.3f, "
-      "\"requests\": %llu, \"decisions\": %llu, \"decisions_per_s\": %.1f, \"allowed\": %llu, "
-      "\"denied\": %llu, \"errors\": %llu, \"p50_us\": %.1f, \"p99_us\": %.1f, "
-      "\"p999_us\": %.1f, \"max_us\": %.1f",
-      options.concurrency, options.channels, static_cast<unsigned long long>(options.keys),
-      result.duration_s, static_cast<unsigned long long>(result.calls),
-      static_cast<unsigned long long>(result.calls), PerSecond(result),
-      static_cast<unsigned long long>(result.allowed),
-      static_cast<unsigned long long>(result.denied),
-      static_cast<unsigned long long>(result.errors), Micros(result.latency.PercentileNs(0.5)),
-      Micros(result.latency.PercentileNs(0.99)), Micros(result.latency.PercentileNs(0.999)),
-      Micros(result.latency.max_ns()));
-  return "{\"label\": " + JsonString(label) + ", \"target\": \"grpc\", " + numbers + "}";
+  nlohmann::ordered_json json = {{"label", label},
+                                 {"target", "grpc"},
+                                 {"concurrency", options.concurrency},
+                                 {"channels", options.channels},
+                                 {"keys", options.keys},
+                                 {"duration_s", result.duration_s},
+                                 {"requests", result.calls},
+                                 {"decisions", result.calls},
+                                 {"decisions_per_s", PerSecond(result)},
+                                 {"allowed", result.allowed},
+                                 {"denied", result.denied},
+                                 {"errors", result.errors}};
+  json.update(cluster::LatencyJson(result.latency));
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 void PrintRow(const std::string& label, const BenchOptions& options, const BenchResult& result,
@@ -205,8 +201,10 @@ void PrintRow(const std::string& label, const BenchOptions& options, const Bench
   }
   std::printf("%-24s %-6s %6d %5d %13.0f %9.1f %9.1f %9.1f %9.1f %11llu %11llu %7llu\n",
               label.c_str(), "grpc", options.concurrency, options.channels, PerSecond(result),
-              Micros(result.latency.PercentileNs(0.5)), Micros(result.latency.PercentileNs(0.99)),
-              Micros(result.latency.PercentileNs(0.999)), Micros(result.latency.max_ns()),
+              cluster::Micros(result.latency.PercentileNs(0.5)),
+              cluster::Micros(result.latency.PercentileNs(0.99)),
+              cluster::Micros(result.latency.PercentileNs(0.999)),
+              cluster::Micros(result.latency.max_ns()),
               static_cast<unsigned long long>(result.allowed),
               static_cast<unsigned long long>(result.denied),
               static_cast<unsigned long long>(result.errors));
