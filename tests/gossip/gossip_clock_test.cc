@@ -72,6 +72,15 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
 
   b.gossip->Stop();  // silent from now on, without a leave
+  // Once A has read the end of B's session, nothing B sent is still on its way.
+  REQUIRE(testing::PollUntil([&] {
+    protocol::StatsReply stats;
+    a.gossip->AddStats(&stats);
+    for (const protocol::PeerNodeStatus& node : stats.peer_nodes) {
+      if (node.node_id == 2 && node.connected) return false;
+    }
+    return true;
+  }));
   clock.AdvanceMs(999);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
   clock.AdvanceMs(1);
