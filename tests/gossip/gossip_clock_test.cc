@@ -32,6 +32,15 @@ struct TestNode {
   std::optional<Gossip> gossip;
 };
 
+// Gossip on an ephemeral loopback port, every reading of time from `clock`.
+Gossip::Options OptionsOn(const Clock* clock) {
+  Gossip::Options options;
+  options.cluster_secret = std::string(32, 's');
+  options.listen_port = 0;
+  options.clock = clock;
+  return options;
+}
+
 protocol::MemberState StateOf(const Gossip& gossip, NodeId node) {
   protocol::StatsReply stats;
   gossip.AddStats(&stats);
@@ -46,10 +55,7 @@ protocol::MemberState StateOf(const Gossip& gossip, NodeId node) {
 // suspect-after and dead-after.
 TEST_CASE("gossip: membership timing follows the injected clock") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
-  Gossip::Options options;
-  options.cluster_secret = std::string(32, 's');
-  options.listen_port = 0;
-  options.clock = &clock;
+  Gossip::Options options = OptionsOn(&clock);
   options.suspect_after_ms = 1'000;
   options.dead_after_ms = 3'000;
 
@@ -97,10 +103,7 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
 // however regularly the bytes come.
 TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whole message") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
-  Gossip::Options options;
-  options.cluster_secret = std::string(32, 's');
-  options.listen_port = 0;
-  options.clock = &clock;
+  Gossip::Options options = OptionsOn(&clock);
   options.idle_timeout_ms = 5'000;
   TestNode node(1, &clock);
   node.gossip.emplace(options, &node.limiter);

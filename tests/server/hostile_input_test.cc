@@ -178,14 +178,23 @@ TEST_CASE("hostile: half-open and stalled connections time out") {
   node.ExpectHealthy();
 }
 
-// Beyond --max-connections a new connection gets resource_exhausted.
-TEST_CASE("hostile: connection cap") {
-  Node node({"--max-connections", "2"});
+// Two connections the node has registered (a stats answer proves it): with
+// --max-connections 2, every slot is taken.
+std::pair<std::unique_ptr<protocol::Client>, std::unique_ptr<protocol::Client>> FillTwoSlots(
+    Node& node) {
   auto first = node.Connect();
   auto second = node.Connect();
   protocol::StatsReply stats;
-  REQUIRE(first->Stats(&stats).ok());  // both are registered by now
+  REQUIRE(first->Stats(&stats).ok());
   REQUIRE(second->Stats(&stats).ok());
+  return {std::move(first), std::move(second)};
+}
+
+// Beyond --max-connections a new connection gets resource_exhausted.
+TEST_CASE("hostile: connection cap") {
+  Node node({"--max-connections", "2"});
+  auto [first, second] = FillTwoSlots(node);
+  protocol::StatsReply stats;
   auto third = node.Connect();
   protocol::Response response;
   REQUIRE(third->Receive(&response).ok());
@@ -205,11 +214,7 @@ TEST_CASE("hostile: connection cap") {
 // most one a second per worker), not one line each.
 TEST_CASE("hostile: refused connections and bad frames are logged rate-limited") {
   Node node({"--max-connections", "2"});
-  auto first = node.Connect();
-  auto second = node.Connect();
-  protocol::StatsReply stats;
-  REQUIRE(first->Stats(&stats).ok());  // both are registered by now
-  REQUIRE(second->Stats(&stats).ok());
+  auto [first, second] = FillTwoSlots(node);
   protocol::Response response;
   for (int i = 0; i < 300; ++i) {
     auto refused = node.Connect();
