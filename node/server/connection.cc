@@ -12,14 +12,8 @@ namespace tally {
 namespace {
 
 constexpr size_t kMinReadBytes = 4 * 1024;
-constexpr size_t kMaxReadBytes = 64 * 1024;  // a large frame's buffer grows as it arrives
-
-// What a client is told of a frame that does not decode as a Request. The
-// decoder's own description quotes Cap'n Proto's internals: it goes to the log.
-constexpr char kNotARequest[] = "malformed frame: not a valid request message";
-// Scratch kept between requests, so that a steady stream of small ones
-// allocates nothing; a large request's is freed once it is answered.
-constexpr size_t kKeptChecks = 128;
+constexpr size_t kMaxReadBytes = 64 * 1024;  // a large request's buffer grows as it arrives
+// Output kept between requests; a large answer's is freed once it is written.
 constexpr size_t kKeptOutputBytes = 16 * 1024;
 
 }  // namespace
@@ -33,33 +27,23 @@ void LogFailure(std::exception_ptr failure, const char* what) {
   }
 }
 
-std::string ErrorFrame(protocol::ErrorCode code, std::string message) {
-  protocol::Response response;
-  response.kind = protocol::ResponseKind::kError;
-  response.error = code;
-  response.error_message = std::move(message);
-  std::string frame;
-  protocol::EncodeResponse(response, &frame);
-  return frame;
-}
-
 Connection::Connection(tcp::socket socket, Worker& worker, const Server::Options& options,
-                       Limiter* limiter, const Clock* clock, BufferBudget* budget,
-                       RequestHandler::StatsSource stats)
+                       const Clock* clock, BufferBudget* budget, Port& port)
     : socket_(std::move(socket)),
       timer_(worker.io),
       clock_(clock),
       deadline_ms_(clock->MonotonicMs() + options.idle_timeout_ms),
       worker_(worker),
       options_(options),
+      port_(port),
       peer_(PeerName(socket_)),
-      handler_(limiter, &worker.counters, std::move(stats), options.policies),
-      in_(budget, clock) {}
+      in_(budget, clock),
+      session_(port.front->NewSession(SessionContext{peer_, clock, &worker.log, worker.index})) {}
 
 void Connection::Start() {
   worker_.connections.insert(shared_from_this());
-  WorkerCounters::Add(worker_.counters.connections_open, 1);
-  WorkerCounters::Add(worker_.counters.connections_total, 1);
+  port_.connections_open.fetch_add(1, std::memory_order_relaxed);
+  port_.connections_total.fetch_add(1, std::memory_order_relaxed);
   socket_.set_option(tcp::no_delay(true));
   auto self = shared_from_this();
   asio::co_spawn(worker_.io, Serve(),
@@ -79,7 +63,7 @@ void Connection::Close() {
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   timer_.cancel();
-  WorkerCounters::Add(worker_.counters.connections_open, static_cast<uint64_t>(-1));
+  port_.connections_open.fetch_sub(1, std::memory_order_relaxed);
   worker_.connections.erase(shared_from_this());
   if (worker_.stopping && worker_.connections.empty()) worker_.drain_timer.cancel();
 }
@@ -100,10 +84,15 @@ asio::awaitable<void> Connection::Serve() {
       reading_ = false;
       if (ec) break;  // end of stream, reset, or cancelled by Stop or the watchdog
       in_.Commit(received);
-      keep_open = AnswerFrames(&bytes_wanted);
+      const StreamProgress progress = session_->Answer(in_.readable(), &out_);
+      if (progress.consumed_bytes > 0) in_.Consume(progress.consumed_bytes);
+      bytes_wanted = progress.wanted_bytes;
+      keep_open = !progress.close;
     } else {
-      keep_open = RefuseFrame(protocol::ErrorCode::kResourceExhausted,
-                              std::string(room_status.message()), room_status.message());
+      worker_.log.Warn("closing connection from " + peer_ + ": " +
+                       std::string(room_status.message()));
+      session_->Refuse(StreamRefusal::kBufferBudget, room_status.message(), &out_);
+      keep_open = false;
     }
     if (!out_.empty()) {
       SetDeadline(clock_->MonotonicMs() + options_.write_timeout_ms, Waiting::kWrite);
@@ -146,55 +135,24 @@ asio::awaitable<void> Connection::Watchdog() {
                       options_.idle_timeout_ms);
         break;
       case Waiting::kFrame:
-        worker_.log.Warn("closing connection from " + peer_ + ": a frame not complete " +
-                         std::to_string(options_.frame_timeout_ms) + " ms after its first byte");
+        worker_.log.Warn("closing connection from " + peer_ + " on " + port_.name +
+                         ": a request not complete " + std::to_string(options_.frame_timeout_ms) +
+                         " ms after its first byte");
         break;
       case Waiting::kWrite:
-        worker_.log.Warn("closing connection from " + peer_ + ": responses not taken for " +
-                         std::to_string(options_.write_timeout_ms) + " ms");
+        worker_.log.Warn("closing connection from " + peer_ + " on " + port_.name +
+                         ": responses not taken for " + std::to_string(options_.write_timeout_ms) +
+                         " ms");
         break;
     }
     Close();
   }
 }
 
-bool Connection::AnswerFrames(size_t* bytes_wanted) {
-  for (;;) {
-    const std::span<const std::byte> received = in_.readable();
-    const protocol::FrameScan scan = protocol::ScanFrame(received, options_.limits);
-    if (scan.state == protocol::FrameScan::State::kNeedMore) {
-      *bytes_wanted = scan.frame_bytes - received.size();
-      return true;
-    }
-    if (scan.state == protocol::FrameScan::State::kInvalid) {
-      return RefuseFrame(scan.error, scan.error_message, scan.error_message);
-    }
-    const Status decoded =
-        protocol::DecodeRequest(received.first(scan.frame_bytes), options_.limits, &request_);
-    if (!decoded.ok()) {
-      const protocol::ErrorCode code = protocol::ErrorCodeFor(decoded);
-      const bool malformed = code == protocol::ErrorCode::kMalformedFrame;
-      return RefuseFrame(code, malformed ? kNotARequest : std::string(decoded.message()),
-                         decoded.message());
-    }
-    handler_.Handle(request_, &response_);
-    protocol::EncodeResponse(response_, &out_);
-    in_.Consume(scan.frame_bytes);
-  }
-}
-
 void Connection::TrimMemory() {
   in_.ShrinkIfIdle();
   if (out_.capacity() > kKeptOutputBytes) std::string().swap(out_);
-  if (request_.checks.capacity() > kKeptChecks) request_ = protocol::Request();
-  if (response_.outcomes.capacity() > kKeptChecks) response_ = protocol::Response();
-  handler_.TrimScratch(kKeptChecks);
-}
-
-bool Connection::RefuseFrame(protocol::ErrorCode code, std::string reply, std::string_view detail) {
-  worker_.log.Warn("closing connection from " + peer_ + ": " + std::string(detail));
-  out_ += ErrorFrame(code, std::move(reply));
-  return false;
+  session_->TrimMemory();
 }
 
 }  // namespace tally

@@ -1,17 +1,19 @@
-// Internal to node/server: one worker thread of the Server and the client
-// connections it serves. Includes asio: include it only from node/server/*.cc.
+// Internal to node/server: one worker thread of the Server, the ports it
+// serves, and the client connections it serves on them. Includes asio:
+// include it only from node/server/*.cc.
 //
 // Threads: a connection lives on one worker from accept to close; every
-// member of a Connection, and the Worker's fields below `counters`, are owned
-// by that worker's thread. WorkerCounters are written by the worker only and
-// read by any thread (stats). The BufferBudget that receive buffers charge
-// is the Server's, shared by all workers (thread-safe).
+// member of a Connection, and the Worker's fields, are owned by that
+// worker's thread. A Port's counters are atomics that any worker updates and
+// any thread reads. The BufferBudget that receive buffers charge is the
+// Server's, shared by all workers (thread-safe).
 //
-// Warnings a client can provoke at will (refused connections, bad frames,
+// Warnings a client can provoke at will (refused connections, bad requests,
 // timeouts) go through the worker's RateLimitedLog: at most one line a
 // second per worker.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <string>
@@ -20,13 +22,11 @@
 #include <asio.hpp>
 
 #include "node/common/clock.h"
-#include "node/engine/limiter.h"
+#include "node/net/accept_loop.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
-#include "node/server/request_handler.h"
+#include "node/net/stream_front.h"
 #include "node/server/server.h"
-#include "protocol/codec.h"
-#include "protocol/messages.h"
 
 namespace tally {
 
@@ -35,18 +35,30 @@ using asio::ip::tcp;
 // co_spawn's completion: an escaped exception is a bug; log it, never lose it.
 void LogFailure(std::exception_ptr failure, const char* what);
 
-// An error response (id 0) as one frame.
-std::string ErrorFrame(protocol::ErrorCode code, std::string message);
-
 class Connection;
+
+// One listening port and the front that speaks on it. The acceptor and its
+// loop belong to worker 0; the counters are updated by the workers whose
+// connections open and close (relaxed atomics) and read by any thread.
+struct Port {
+  std::string name;  // "the client port", "the HTTP port", ...
+  std::string address;
+  uint16_t requested_port = 0;
+  StreamFront* front = nullptr;  // not owned
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<AcceptLoop> accept_loop;
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> connections_total{0};
+};
 
 // One worker thread and what it owns. The clock must outlive it.
 struct Worker {
-  explicit Worker(const Clock* clock) : log(clock, "client-port warnings") {}
+  Worker(const Clock* clock, size_t worker_index)
+      : index(worker_index), log(clock, "client-port warnings") {}
 
+  const size_t index;
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  WorkerCounters counters;
   // The rest is owned by this worker's thread.
   std::unordered_set<std::shared_ptr<Connection>> connections;
   bool stopping = false;
@@ -58,16 +70,17 @@ struct Worker {
 // Shared ownership: its coroutines keep it alive until both have ended.
 //
 // Deadlines: waiting for a request, idle_timeout_ms after the last bytes;
-// with part of a frame received, also frame_timeout_ms after that frame's
-// first byte; writing, write_timeout_ms. Its receive buffer's growth is
-// charged to the server's BufferBudget: a frame that needs more than the
-// budget has left gets kResourceExhausted and the connection is closed.
-// Once a large request is answered, what it grew is freed.
+// with part of a request received, also frame_timeout_ms after that
+// request's first byte; writing, write_timeout_ms. Its receive buffer's
+// growth is charged to the server's BufferBudget: a request that needs more
+// than the budget has left is refused (StreamSession::Refuse) and the
+// connection is closed. Once a large request is answered, what it grew is
+// freed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // worker, options, limiter, clock and budget must outlive the connection.
-  Connection(tcp::socket socket, Worker& worker, const Server::Options& options, Limiter* limiter,
-             const Clock* clock, BufferBudget* budget, RequestHandler::StatsSource stats);
+  // worker, options, clock, budget and port must outlive the connection.
+  Connection(tcp::socket socket, Worker& worker, const Server::Options& options, const Clock* clock,
+             BufferBudget* budget, Port& port);
 
   // Registers with the worker and starts serving. On the worker's thread.
   void Start();
@@ -81,21 +94,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Waiting { kRequest, kFrame, kWrite };
 
   asio::awaitable<void> Serve();
-  // The deadline for the next read: idle or, within a frame, whole-frame.
+  // The deadline for the next read: idle or, within a request, whole-request.
   void AwaitBytes();
   // Moves the deadline; an earlier one wakes the watchdog to rearm.
   void SetDeadline(int64_t deadline_ms, Waiting waiting);
   // Closes the connection when its deadline passes without being moved on.
   asio::awaitable<void> Watchdog();
-  // Decodes and answers every complete frame received, appending responses
-  // to out_. Returns false when the connection must close (a bad frame, after
-  // an error frame has been queued). *bytes_wanted: how much more to read.
-  bool AnswerFrames(size_t* bytes_wanted);
-  // Queues an error frame saying `reply`, logs `detail` (rate-limited) and
-  // returns false: the connection closes once the frame is written.
-  bool RefuseFrame(protocol::ErrorCode code, std::string reply, std::string_view detail);
-  // Frees what a large request grew (receive buffer, decoded request,
-  // response, output): an idle connection keeps only what small ones need.
+  // Frees what a large request grew (receive buffer, output, the session's
+  // scratch): an idle connection keeps only what small ones need.
   void TrimMemory();
 
   tcp::socket socket_;
@@ -105,12 +111,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Waiting waiting_ = Waiting::kRequest;
   Worker& worker_;
   const Server::Options& options_;
+  Port& port_;
   const std::string peer_;
-  RequestHandler handler_;
   ReceiveBuffer in_;
   std::string out_;
-  protocol::Request request_;    // string_views into in_, valid until Consume
-  protocol::Response response_;  // reused: its vectors keep their memory
+  std::unique_ptr<StreamSession> session_;  // after peer_: it refers to it
   bool reading_ = false;
   bool stop_requested_ = false;
 };

@@ -33,8 +33,6 @@ struct alignas(64) WorkerCounters {
   std::atomic<uint64_t> allowed{0};
   std::atomic<uint64_t> denied{0};
   std::atomic<uint64_t> errors{0};
-  std::atomic<uint64_t> connections_open{0};
-  std::atomic<uint64_t> connections_total{0};
   std::atomic<uint64_t> shadow_denied{0};  // policy checks: denied, but allowed by shadow mode
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {

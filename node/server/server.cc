@@ -12,6 +12,7 @@
 #include "node/net/acceptor.h"
 #include "node/net/receive_buffer.h"
 #include "node/server/connection.h"
+#include "node/server/protocol_front.h"
 
 namespace tally {
 
@@ -23,48 +24,56 @@ struct Server::Impl {
         started_ms(clk->MonotonicMs()),
         buffer_budget(opts.max_buffer_bytes),
         workers(MakeWorkers(std::max(1, opts.threads), clk)),
-        acceptor(workers[0].io),
-        accept_loop(
-            &acceptor, &workers[0].log, "the client port",
-            [this] { return asio::any_io_executor(NextWorker().io.get_executor()); },
-            [this](tcp::socket socket) { Admit(std::move(socket)); }),
+        protocol_front(lim, opts.policies, opts.limits, workers.size(), [this] { return Stats(); }),
         signals(workers[0].io),
-        sweep_timer(workers[0].io) {}
+        sweep_timer(workers[0].io) {
+    AddPort("the client port", opts.address, opts.port, &protocol_front);
+  }
 
   static std::deque<Worker> MakeWorkers(int count, const Clock* clock) {
     std::deque<Worker> made;
-    for (int i = 0; i < count; ++i) made.emplace_back(clock);
+    for (int i = 0; i < count; ++i) made.emplace_back(clock, static_cast<size_t>(i));
     return made;
+  }
+
+  void AddPort(const std::string& name, const std::string& address, uint16_t port_number,
+               StreamFront* front) {
+    Port& port = ports.emplace_back();
+    port.name = name;
+    port.address = address;
+    port.requested_port = port_number;
+    port.front = front;
+    port.acceptor = std::make_unique<tcp::acceptor>(workers[0].io);
+    port.accept_loop = std::make_unique<AcceptLoop>(
+        port.acceptor.get(), &workers[0].log, name,
+        [this] { return asio::any_io_executor(NextWorker().io.get_executor()); },
+        [this, &port](tcp::socket socket) { Admit(port, std::move(socket)); });
   }
 
   // The worker the next connection is accepted onto: the workers take turns.
   Worker& NextWorker() { return workers[next_worker % workers.size()]; }
 
   // On worker 0: hands a new connection to its worker, or refuses it at
-  // max_connections.
-  void Admit(tcp::socket socket) {
+  // max_connections on its port.
+  void Admit(Port& port, tcp::socket socket) {
     Worker& worker = NextWorker();
     ++next_worker;
-    if (OpenConnections() >= options.max_connections) {
-      workers[0].log.Warn("refusing connection from " + PeerName(socket) + ": " +
-                          std::to_string(options.max_connections) + " connections open");
+    if (port.connections_open.load(std::memory_order_relaxed) >= options.max_connections) {
+      workers[0].log.Warn("refusing connection from " + PeerName(socket) + " on " + port.name +
+                          ": " + std::to_string(options.max_connections) + " connections open");
       asio::error_code ignored;
-      asio::write(
-          socket,
-          asio::buffer(ErrorFrame(protocol::ErrorCode::kResourceExhausted, "too many connections")),
-          ignored);
+      asio::write(socket, asio::buffer(port.front->TooManyConnections()), ignored);
       return;  // the socket closes as it goes out of scope
     }
-    asio::post(worker.io, [this, &worker, socket = std::move(socket)]() mutable {
+    asio::post(worker.io, [this, &worker, &port, socket = std::move(socket)]() mutable {
       if (worker.stopping) return;
-      std::make_shared<Connection>(std::move(socket), worker, options, limiter, clock,
-                                   &buffer_budget, [this] { return Stats(); })
+      std::make_shared<Connection>(std::move(socket), worker, options, clock, &buffer_budget, port)
           ->Start();
     });
   }
 
   asio::awaitable<void> SweepPeriodically() {
-    while (acceptor.is_open()) {
+    while (ports.front().acceptor->is_open()) {
       sweep_timer.expires_after(std::chrono::milliseconds(options.sweep_interval_ms));
       asio::error_code ec;
       co_await sweep_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -79,7 +88,7 @@ struct Server::Impl {
     if (shutting_down) return;
     shutting_down = true;
     spdlog::info("shutting down: no new connections; draining");
-    accept_loop.Stop();
+    for (Port& port : ports) port.accept_loop->Stop();
     asio::error_code ignored;
     signals.cancel(ignored);
     sweep_timer.cancel();
@@ -107,14 +116,6 @@ struct Server::Impl {
     worker.work.reset();  // run() returns once this worker has nothing left to do
   }
 
-  size_t OpenConnections() const {
-    size_t open = 0;
-    for (const Worker& worker : workers) {
-      open += worker.counters.connections_open.load(std::memory_order_relaxed);
-    }
-    return open;
-  }
-
   // SIGTERM and SIGINT shut down; SIGHUP reloads and waits for the next one.
   void WaitForSignal() {
     signals.async_wait([this](asio::error_code ec, int signal_number) {
@@ -139,17 +140,26 @@ struct Server::Impl {
     stats.uptime_ms = static_cast<uint64_t>(clock->MonotonicMs() - started_ms);
     stats.keys = limiter->key_count();
     for (const Worker& worker : workers) {
-      const WorkerCounters& counters = worker.counters;
+      const WorkerCounters& counters = protocol_front.counters(worker.index);
       stats.checks += counters.checks.load(std::memory_order_relaxed);
       stats.allowed += counters.allowed.load(std::memory_order_relaxed);
       stats.denied += counters.denied.load(std::memory_order_relaxed);
       stats.errors += counters.errors.load(std::memory_order_relaxed);
-      stats.connections_open += counters.connections_open.load(std::memory_order_relaxed);
-      stats.connections_total += counters.connections_total.load(std::memory_order_relaxed);
       stats.shadow_denied += counters.shadow_denied.load(std::memory_order_relaxed);
+    }
+    for (const Port& port : ports) {
+      stats.connections_open += port.connections_open.load(std::memory_order_relaxed);
+      stats.connections_total += port.connections_total.load(std::memory_order_relaxed);
     }
     if (options.add_stats) options.add_stats(&stats);
     return stats;
+  }
+
+  const Port* FindPort(const std::string& name) const {
+    for (const Port& port : ports) {
+      if (port.name == name) return &port;
+    }
+    return nullptr;
   }
 
   const Options options;
@@ -158,8 +168,8 @@ struct Server::Impl {
   const int64_t started_ms;
   BufferBudget buffer_budget;      // shared by the connections of every worker
   std::deque<Worker> workers;      // never resized: connections hold references
-  tcp::acceptor acceptor;          // worker 0
-  AcceptLoop accept_loop;          // worker 0
+  ProtocolFront protocol_front;    // tally's protocol, on ports.front()
+  std::deque<Port> ports;          // acceptors and loops on worker 0; never shrinks
   size_t next_worker = 0;          // worker 0
   asio::signal_set signals;        // worker 0
   asio::steady_timer sweep_timer;  // worker 0
@@ -171,18 +181,35 @@ Server::Server(const Options& options, Limiter* limiter, const Clock* clock)
 
 Server::~Server() = default;
 
-Status Server::Listen() {
-  return tally::Listen(impl_->acceptor, impl_->options.address, impl_->options.port,
-                       "the client port");
+void Server::AddFront(const std::string& name, const std::string& address, uint16_t port,
+                      StreamFront* front) {
+  impl_->AddPort(name, address, port, front);
 }
 
-uint16_t Server::port() const { return BoundPort(impl_->acceptor); }
+Status Server::Listen() {
+  for (Port& port : impl_->ports) {
+    if (Status status = tally::Listen(*port.acceptor, port.address, port.requested_port, port.name);
+        !status.ok()) {
+      return status;
+    }
+  }
+  return Status::OK();
+}
+
+uint16_t Server::port() const { return BoundPort(*impl_->ports.front().acceptor); }
+
+uint16_t Server::front_port(const std::string& name) const {
+  const Port* port = impl_->FindPort(name);
+  return port == nullptr ? 0 : BoundPort(*port->acceptor);
+}
 
 void Server::Run() {
   Impl& impl = *impl_;
   asio::io_context& io = impl.workers[0].io;
-  asio::co_spawn(io, impl.accept_loop.Run(),
-                 [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
+  for (Port& port : impl.ports) {
+    asio::co_spawn(io, port.accept_loop->Run(),
+                   [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
+  }
   if (impl.options.sweep_interval_ms > 0) {
     asio::co_spawn(io, impl.SweepPeriodically(),
                    [](std::exception_ptr e) { LogFailure(e, "sweep"); });

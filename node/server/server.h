@@ -8,22 +8,24 @@
 // counters (each written by its own worker only) and the receive-buffer
 // budget (an atomic).
 //
+// Ports: tally's own protocol on Options::port (node/server/protocol_front.h)
+// and, added with AddFront, other protocols (HTTP, RESP) on ports of their
+// own, served by the same workers with the same rules below.
+//
 // Connections: responses go out in request order; requests may be pipelined.
 // When the process runs out of file descriptors, accepting backs off (up to
 // a second, node/net/accept_loop.h) while open connections are served.
 // A connection that sends nothing for idle_timeout_ms, does not complete a
-// frame within frame_timeout_ms of its first byte (however slowly the bytes
-// come), or does not take a response within write_timeout_ms, is closed. At
-// max_connections, a new connection gets an error frame (kResourceExhausted)
-// and is closed. Receive buffers start at 16 KiB and grow only as a large
-// frame arrives, by at most max_buffer_bytes for all connections together:
-// a frame that needs more gets kResourceExhausted and its connection is
-// closed (node/net/receive_buffer.h). A frame
-// that fails ScanFrame or decoding gets an error frame (kMalformedFrame,
-// kFrameTooLarge, or kInvalidArgument for too many checks; id 0) and the
-// connection is closed; other connections are not affected. Warnings a
-// client can provoke (refused connections, bad frames, timeouts) are logged
-// at most once a second per worker, with a count of those left out.
+// request within frame_timeout_ms of its first byte (however slowly the
+// bytes come), or does not take a response within write_timeout_ms, is
+// closed. At max_connections open on a port, a new connection on that port
+// gets the front's refusal (tally's protocol: an error frame,
+// kResourceExhausted) and is closed. Receive buffers start at 16 KiB and
+// grow only as a large request arrives, by at most max_buffer_bytes for all
+// connections together: a request that needs more is refused and its
+// connection closed (node/net/receive_buffer.h). Warnings a client can
+// provoke (refused connections, bad requests, timeouts) are logged at most
+// once a second per worker, with a count of those left out.
 //
 // Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
 // received are answered; idle connections are closed; after drain_timeout_ms
@@ -39,6 +41,7 @@
 #include "node/common/clock.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
+#include "node/net/stream_front.h"
 #include "node/policy/policy_store.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -51,7 +54,7 @@ class Server {
     std::string address = "127.0.0.1";
     uint16_t port = 7420;  // 0: an ephemeral port, see port()
     int threads = 2;
-    size_t max_connections = 10'000;
+    size_t max_connections = 10'000;  // on each port
     protocol::FrameLimits limits;
     int64_t idle_timeout_ms = 60'000;
     int64_t frame_timeout_ms = 10'000;  // from a frame's first byte to its last
@@ -78,9 +81,17 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens. After OK, port() is the bound port.
+  // Serves `front` on address:port (0: an ephemeral port) too; `name`
+  // names the port in the log and in errors, e.g. "the HTTP port". Call
+  // before Listen(). front must outlive the Server.
+  void AddFront(const std::string& name, const std::string& address, uint16_t port,
+                StreamFront* front);
+
+  // Binds and listens on every port. After OK, port() is the client port's
+  // bound port and front_port(name) that of the front added as `name`.
   Status Listen();
   uint16_t port() const;
+  uint16_t front_port(const std::string& name) const;
 
   // Serves until shut down and drained. Call once, after Listen().
   void Run();
