@@ -23,7 +23,7 @@ int64_t ExpiresAtMs(const KeySnapshot& snapshot) {
       }
       return expires_at_ms;
     }
-    case Algorithm::kTokenBucket: return snapshot.bucket_refilled_at_ms + window_ms;
+    case Algorithm::kTokenBucket: return BucketFullAtMs(snapshot.bucket, snapshot.window_ms);
   }
   return 0;
 }

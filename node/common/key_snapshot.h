@@ -4,7 +4,8 @@
 // for replication it is what some nodes contributed (Limiter::Merge).
 //
 // Only the member for the snapshot's algorithm is meaningful. Node-tagged
-// state (counts' slots, log stamps) includes the own node's, under its id.
+// state (counts' slots, log stamps, bucket slices) includes the own node's,
+// under its id.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "node/common/bucket_slices.h"
 #include "node/common/g_counter.h"
 #include "node/common/limit.h"
 
@@ -40,8 +42,7 @@ struct KeySnapshot {
   uint64_t window_ms = 0;
   WindowCounts counts;          // fixed window, sliding counter: every node's slots
   std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
-  uint64_t bucket_level = 0;    // token bucket: token-ms, see decide.h
-  int64_t bucket_refilled_at_ms = 0;
+  BucketSlices bucket;          // token bucket: every node's slices and the folded base
 
   bool operator==(const KeySnapshot&) const = default;
 };

@@ -26,10 +26,6 @@ bool Settle(const LimitSpec& spec, uint64_t available, uint64_t cost, Decision* 
 
 uint64_t Probe(uint64_t cost) { return cost == 0 ? 1 : cost; }
 
-uint64_t CeilDiv(u128 numerator, uint64_t denominator) {
-  return static_cast<uint64_t>((numerator + denominator - 1) / denominator);
-}
-
 // The smallest wait after which `probe` passes the sliding-window counter if
 // nothing else arrives. Requires probe <= limit.
 uint64_t SlidingCounterRetryMs(const LimitSpec& spec, uint64_t current, uint64_t previous,
@@ -93,21 +89,19 @@ Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t 
   return decision;
 }
 
-uint64_t RefillTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t elapsed_ms) {
-  const uint64_t full = spec.limit * spec.window_ms;
-  if (elapsed_ms >= spec.window_ms) return full;
-  return std::min(full, level + elapsed_ms * spec.limit);
-}
-
-Decision DecideTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t cost) {
+Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, int64_t now_ms,
+                           uint64_t cost) {
   Decision decision;
   const uint64_t full = spec.limit * spec.window_ms;
-  level = std::min(level, full);  // the capacity may have been lowered
+  const uint64_t debt = BucketDebt(state, spec.limit, spec.window_ms, now_ms);
+  const uint64_t level = debt >= full ? 0 : full - debt;
   if (Settle(spec, level / spec.window_ms, cost, &decision)) {
-    decision.retry_after_ms = CeilDiv(Probe(cost) * spec.window_ms - level, spec.limit);
+    // The debt must fall to full - probe * window_ms.
+    decision.retry_after_ms = BucketWaitMs(state, spec.limit, spec.window_ms, now_ms, 0,
+                                           full - Probe(cost) * spec.window_ms);
   }
-  const uint64_t level_after = level - (decision.allowed ? cost * spec.window_ms : 0);
-  decision.reset_after_ms = level_after >= full ? 0 : CeilDiv(full - level_after, spec.limit);
+  decision.reset_after_ms =
+      BucketWaitMs(state, spec.limit, spec.window_ms, now_ms, decision.allowed ? cost : 0, 0);
   return decision;
 }
 

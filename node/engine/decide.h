@@ -29,11 +29,12 @@ Decision DecideFixedWindow(const LimitSpec& spec, uint64_t count, uint64_t elaps
 Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t previous,
                               uint64_t elapsed_ms, uint64_t cost);
 
-// Token bucket. `level` is in token-milliseconds: tokens * window_ms, which
-// makes the refill (limit units per elapsed ms) exact. Full is limit * window_ms.
-Decision DecideTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t cost);
-// The level after `elapsed_ms` of refill from `level`, capped at full.
-uint64_t RefillTokenBucket(const LimitSpec& spec, uint64_t level, uint64_t elapsed_ms);
+// Token bucket: `state` as replicated (node/common/bucket_slices.h), judged
+// at now_ms with capacity spec.limit refilled per window_ms. A request
+// passes iff debt + cost * window_ms <= limit * window_ms; retry_after_ms and
+// reset_after_ms are the exact waits of the debt's fall.
+Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, int64_t now_ms,
+                           uint64_t cost);
 
 // Sliding-window log: the entries still in the trailing window (now_ms -
 // window_ms, now_ms], oldest first, and their total cost.

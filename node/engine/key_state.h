@@ -90,15 +90,17 @@ void MergeLog(LogEntry& entry, NodeId self, std::span<const NodeStamps> log, uin
               int64_t now_ms);
 bool IsExpired(const LogEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
-// Token bucket: the level (token-ms, see decide.h) at `refilled_at_ms`.
+// Token bucket: every node's admitted cost per slice of time and the folded
+// base (node/common/bucket_slices.h), this node's slot among them. With
+// escrow, its epoch once the key is checked in a cluster.
 struct BucketEntry {
   CompactKey key;
-  uint64_t level = 0;
-  int64_t refilled_at_ms = 0;
+  BucketSlices state;
+  std::unique_ptr<EscrowEpoch> epoch;
 };
 
-// A bucket untouched for a whole window_ms is full whatever its capacity:
-// forgetting it changes no decision.
+// A bucket whose debt is 0 at now_ms (at its own capacity) is full and stays
+// so: forgetting it changes no decision.
 bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 }  // namespace tally

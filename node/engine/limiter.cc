@@ -13,18 +13,9 @@ namespace {
 constexpr size_t kShardBits = 6;
 constexpr size_t kShardCount = size_t{1} << kShardBits;
 
-bool IsReplicated(Algorithm algorithm) {
-  return algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter ||
-         algorithm == Algorithm::kSlidingWindowLog;
-}
-
 Status ValidateReplicated(std::string_view key, const LimitSpec& spec) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
-  if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  if (!IsReplicated(spec.algorithm)) {
-    return Status::InvalidArgument("the token bucket is not replicated: it is local to each node");
-  }
-  return Status::OK();
+  return ValidateSpec(spec);
 }
 
 // A snapshot's log must be ordered as the engine keeps it: by node, and each

@@ -11,8 +11,11 @@
 //  - Sliding-window log keeps (timestamp, cost) entries of the trailing
 //    window, per node: this node's own, and those peers report (merged by
 //    max per node and millisecond), so it is replicated as well.
-//  - Token bucket keeps a level and the time of its last refill. It is
-//    local to this node: a client spread over N nodes gets N buckets.
+//  - Token bucket keeps, per node, the cost admitted in each slice of time
+//    (window_ms / 32) of the last one to two periods (window_ms / 4 each),
+//    and a base debt folded from older slices (node/common/bucket_slices.h):
+//    a decision is a central bucket's fed the merged slices, so it is
+//    replicated too.
 //  - Time: Clock::WallMs(), clamped per shard so that it never moves
 //    backwards (a wall-clock step back freezes time until it catches up).
 //
@@ -58,8 +61,8 @@ class Limiter {
     bool track_changes = false;
     // Record which keys are admitted to, for CollectGossip (replication).
     bool replicate = false;
-    // Share of remaining (node/engine/escrow.h) for fixed window and sliding
-    // counter keys that peers report: 0 off, else the epoch (one gossip
+    // Share of remaining (node/engine/escrow.h) for fixed window, sliding
+    // counter and token bucket keys: 0 off, else the epoch (one gossip
     // interval). cluster_size: the members, this node included, until
     // SetClusterView says otherwise.
     int64_t escrow_epoch_ms = 0;
@@ -96,9 +99,8 @@ class Limiter {
   };
   void CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results);
 
-  // Replication: fixed window, sliding-window counter and sliding-window log
-  // (the token bucket stays local); spec.limit is ignored. Read gives every
-  // node's state of the key's live windows (counts' slots, log stamps), or
+  // Replication: every algorithm; spec.limit is ignored. Read gives every
+  // node's state of the key's live windows (counts' slots, log stamps, bucket slices), or
   // NotFound when it holds none. Merge takes the slot-wise / stamp-wise max
   // with a snapshot (state that has expired is ignored; a newer window moves
   // a counting key forward; a log must be ordered as KeySnapshot says, else
@@ -126,8 +128,8 @@ class Limiter {
   // CollectAll does so for every key whose state has not expired, for a
   // checkpoint; afterwards no key counts as changed. The sink runs with a
   // shard locked: it must not call the Limiter.
-  // Restore puts a snapshot back: counting algorithms take the slot-wise max
-  // (so restoring never lowers a count), the log and the bucket are replaced;
+  // Restore puts a snapshot back: counting algorithms and the bucket take the
+  // slot-wise max (so restoring never lowers a count), the log is replaced;
   // an expired snapshot is ignored. Restore does not count as a change.
   void CollectChanges(const SnapshotSink& sink);
   void CollectAll(const SnapshotSink& sink);

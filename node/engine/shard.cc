@@ -49,8 +49,7 @@ void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportLog(entry, self, &snapshot->log);
 }
 void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
-  snapshot->bucket_level = entry.level;
-  snapshot->bucket_refilled_at_ms = entry.refilled_at_ms;
+  snapshot->bucket = entry.state;
 }
 
 // Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
@@ -144,7 +143,7 @@ void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec
     FindClass(classes, spec.algorithm, spec.window_ms)->changed[which].push_back(entry);
   };
   if (track_changes) mark(kStorageMark);
-  if (replicate && local && spec.algorithm != Algorithm::kTokenBucket) mark(kGossipMark);
+  if (replicate && local) mark(kGossipMark);
 }
 
 template <typename F>
@@ -271,18 +270,69 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
 Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
                           const LimitSpec& spec, uint64_t cost, int64_t now_ms,
                           Decision* decision) {
+  const int64_t slice = BucketSliceAt(spec.window_ms, now_ms);
   BucketEntry* entry = FindEntry(buckets, spec, key, hash);
-  const uint64_t level =
-      entry ? RefillTokenBucket(spec, entry->level,
-                                static_cast<uint64_t>(now_ms - entry->refilled_at_ms))
-            : spec.limit * spec.window_ms;  // a new bucket starts full
-  const Decision result = DecideTokenBucket(spec, level, cost);
+  if (entry) FoldBucket(entry->state, spec.window_ms, BucketBaseFor(slice));
+  BucketSlices full;  // a bucket this node does not hold yet (no allocation)
+  full.base_slice = BucketBaseFor(slice);
+  const BucketSlices& state = entry ? entry->state : full;
+  Decision result = DecideTokenBucket(spec, state, now_ms, cost);
+  // Escrow: spend at most this node's share of what the view leaves at the
+  // epoch's end; the counts it compares are each node's cost in the current
+  // period of slices (and, for the weights, the previous one).
+  const size_t members = cluster_size->load(std::memory_order_relaxed);
+  const bool escrowed = escrow.epoch_ms > 0 && members > 1;
+  std::unique_ptr<EscrowEpoch> fresh;  // for a key this node does not hold yet
+  if (escrowed) {
+    if (entry && !entry->epoch) entry->epoch = std::make_unique<EscrowEpoch>();
+    if (!entry) fresh = std::make_unique<EscrowEpoch>();
+    EscrowEpoch& epoch = entry ? *entry->epoch : *fresh;
+    const int64_t period = slice / kBucketSlicesPerPeriod;
+    const int64_t period_start = period * kBucketSlicesPerPeriod;
+    const auto cost_in = [&](const NodeSlices& node, int64_t first, int64_t end) {
+      return BucketCostIn(node, entry->state.base_slice, first, end);
+    };
+    uint64_t own_current = 0;
+    uint64_t own_previous = 0;
+    if (entry) {
+      for (const NodeSlices& node : entry->state.nodes) {
+        if (node.node != escrow.self) continue;
+        own_current = cost_in(node, period_start, INT64_MAX);
+        own_previous = cost_in(node, period_start - kBucketSlicesPerPeriod, period_start);
+      }
+    }
+    const auto own_current32 = static_cast<uint32_t>(std::min<uint64_t>(own_current, UINT32_MAX));
+    const int64_t epoch_index = now_ms / escrow.epoch_ms;
+    const int64_t epoch_end_ms = (epoch_index + 1) * escrow.epoch_ms;
+    if (epoch.Stale(epoch_index, period)) {
+      GCounter remote_current;
+      GCounter remote_previous;
+      if (entry) {
+        for (const NodeSlices& node : entry->state.nodes) {
+          if (node.node == escrow.self) continue;
+          remote_current.MergeSlot(node.node, cost_in(node, period_start, INT64_MAX));
+          remote_previous.MergeSlot(
+              node.node, cost_in(node, period_start - kBucketSlicesPerPeriod, period_start));
+        }
+      }
+      // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
+      const uint64_t view_remaining = DecideTokenBucket(spec, state, epoch_end_ms, 0).remaining;
+      epoch.Begin(epoch_index, period, view_remaining, escrow.self, own_current32,
+                  own_current + own_previous, remote_current, remote_previous, members);
+    }
+    Cap(epoch.Left(own_current32), cost, static_cast<uint64_t>(epoch_end_ms - now_ms), &result);
+  }
   if (result.allowed && cost > 0) {
+    const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
       return status;
     }
-    entry->level = level - cost * spec.window_ms;
-    entry->refilled_at_ms = now_ms;
+    if (is_new) {
+      entry->state.base_slice = BucketBaseFor(slice);
+      entry->epoch = std::move(fresh);
+    }
+    entry->state.capacity = spec.limit;
+    AddToBucket(entry->state, escrow.self, slice, cost);
     MarkChanged(buckets, spec, entry, /*local=*/true);
   }
   *decision = result;
@@ -318,6 +368,13 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
     ExportLog(*entry, self, &snapshot->log);
     return true;
   }
+  if (spec.algorithm == Algorithm::kTokenBucket) {
+    BucketEntry* entry = FindEntry(buckets, spec, key, hash);
+    if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+    FoldBucket(entry->state, spec.window_ms, BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms)));
+    snapshot->bucket = entry->state;
+    return true;
+  }
   CounterEntry* entry = FindEntry(counters, spec, key, hash);
   if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
   AdvanceTo(*entry, now_ms / static_cast<int64_t>(spec.window_ms));
@@ -338,6 +395,8 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     MarkChanged(logs, spec, entry, /*local=*/false);
     return Status::OK();
   }
+  if (spec.algorithm == Algorithm::kTokenBucket)
+    return MergeBucketSnapshot(budget, snapshot, hash, now_ms);
   const WindowCounts& counts = snapshot.counts;
   const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
   if (counts.window_index > now_window + 1) {
@@ -359,6 +418,30 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   AdvanceTo(*entry, now_window);
   tally::MergeCounts(*entry, self, counts);
   MarkChanged(counters, spec, entry, /*local=*/false);
+  return Status::OK();
+}
+
+Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
+                                  int64_t now_ms) {
+  const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
+  const int64_t base_slice = BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms));
+  if (snapshot.bucket.base_slice > base_slice + kBucketSlicesPerPeriod) {
+    return Status::InvalidArgument("bucket slices from " +
+                                   std::to_string(snapshot.bucket.base_slice) +
+                                   " are more than a period ahead of this node's " +
+                                   std::to_string(base_slice) + " (clock skew?)");
+  }
+  BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash);
+  if (!entry) {
+    if (BucketFullAtMs(snapshot.bucket, spec.window_ms) <= now_ms) return Status::OK();
+    if (Status status = Ensure(budget, buckets, spec, snapshot.key, now_ms, &entry); !status.ok()) {
+      return status;
+    }
+    entry->state.base_slice = base_slice;
+  }
+  FoldBucket(entry->state, spec.window_ms, base_slice);
+  MergeBucket(entry->state, snapshot.bucket, spec.window_ms);
+  MarkChanged(buckets, spec, entry, /*local=*/false);
   return Status::OK();
 }
 
@@ -413,6 +496,24 @@ void Shard::CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink&
     }
     limit_class.changed[kGossipMark].clear();
   }
+  for (auto& limit_class : buckets) {
+    for (BucketEntry* entry : limit_class.changed[kGossipMark]) {
+      if (!entry->key.marked(kGossipMark)) continue;
+      entry->key.set_marked(kGossipMark, false);
+      begin(limit_class, *entry);
+      // This node's slices only, with no base debt (the bottom: it asserts nothing).
+      BucketSlices& bucket = scratch->bucket;
+      bucket.capacity = entry->state.capacity;
+      bucket.base_slice = entry->state.base_slice;
+      bucket.base_debt = 0;
+      bucket.nodes.clear();
+      for (const NodeSlices& node : entry->state.nodes) {
+        if (node.node == self) bucket.nodes.push_back(node);
+      }
+      sink(*scratch);
+    }
+    limit_class.changed[kGossipMark].clear();
+  }
 }
 
 void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
@@ -435,6 +536,14 @@ void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
     limit_class.table->ForEach([&](LogEntry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
       TrimLog(entry, limit_class.window_ms, now_ms);
+      send(limit_class, entry);
+    });
+  }
+  for (auto& limit_class : buckets) {
+    limit_class.table->ForEach([&](BucketEntry& entry) {
+      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      FoldBucket(entry.state, limit_class.window_ms,
+                 BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
       send(limit_class, entry);
     });
   }
@@ -478,8 +587,10 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
           !status.ok()) {
         return status;
       }
-      entry->level = snapshot.bucket_level;
-      entry->refilled_at_ms = snapshot.bucket_refilled_at_ms;
+      if (entry->state.nodes.empty() && entry->state.base_debt == 0) {
+        entry->state.base_slice = snapshot.bucket.base_slice;
+      }
+      MergeBucket(entry->state, snapshot.bucket, snapshot.window_ms);
       return Status::OK();
     }
   }

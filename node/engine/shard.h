@@ -94,9 +94,9 @@ struct alignas(64) Shard {
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
 
-  // Replication (fixed window, sliding counter, sliding log; validated).
-  // Read: every node's state of the key; false when it holds nothing live.
-  // Merge: slot-wise / stamp-wise max with the snapshot's state.
+  // Replication (validated). Read: every node's state of the key; false
+  // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
+  // snapshot's state (a bucket: the join of node/common/bucket_slices.h).
   bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
             KeySnapshot* snapshot);
   Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
@@ -114,10 +114,10 @@ struct alignas(64) Shard {
   // node's own contribution only (counters: its slots; logs: its stamps not
   // sent yet, from the last one sent on).
   void CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
-  // Anti-entropy: every live counting and log entry, every node's state.
+  // Anti-entropy: every live entry, every node's state.
   void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
-  // Puts a snapshot's state back (counters: slot-wise max; log and bucket:
-  // replaced). An expired snapshot changes nothing.
+  // Puts a snapshot's state back (counters and bucket: slot-wise max and
+  // join; log: replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
                  int64_t now_ms);
 
@@ -137,6 +137,9 @@ struct alignas(64) Shard {
                       uint64_t cost, int64_t now_ms, Decision* decision);
   Status CheckLog(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                   uint64_t cost, int64_t now_ms, Decision* decision);
+  // Merge for a token bucket key: folds to this node's base, then joins.
+  Status MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
+                             int64_t now_ms);
   Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                      uint64_t cost, int64_t now_ms, Decision* decision);
 };

@@ -38,19 +38,28 @@ TEST_CASE("sliding counter retry_after crosses into the next window") {
   CHECK(DecideSlidingCounter(spec, 10, 0, 400, 10).retry_after_ms == 1'600);
 }
 
-// The seed's bucket: capacity 20, 5 per second. Empty, one token takes 200 ms.
-TEST_CASE("token bucket retry_after is the refill time of the deficit") {
+// The seed's bucket: capacity 20, 5 per second, 125 ms slices. Emptied at a
+// slice's start, its cost is charged at the slice's end: one token then takes
+// 125 + 200 ms.
+TEST_CASE("token bucket retry_after is the exact fall of the debt") {
   const LimitSpec spec{Algorithm::kTokenBucket, 20, 4'000};
-  const Decision empty = DecideTokenBucket(spec, 0, 1);
+  BucketSlices state;
+  state.capacity = 20;
+  const Decision fresh = DecideTokenBucket(spec, state, 1'000, 1);
+  CHECK(fresh.allowed);
+  CHECK(fresh.remaining == 19);
+  CHECK(fresh.reset_after_ms == 125 + 200);
+  AddToBucket(state, 1, BucketSliceAt(4'000, 1'000), 20);
+  const Decision empty = DecideTokenBucket(spec, state, 1'000, 1);
   CHECK_FALSE(empty.allowed);
-  CHECK(empty.retry_after_ms == 200);
-  CHECK(empty.reset_after_ms == 4'000);
-  CHECK(RefillTokenBucket(spec, 0, 200) == 1 * spec.window_ms);
-  CHECK(RefillTokenBucket(spec, 0, 1'000'000) == 20 * spec.window_ms);
-  const Decision full = DecideTokenBucket(spec, 20 * spec.window_ms, 1);
-  CHECK(full.allowed);
-  CHECK(full.remaining == 19);
-  CHECK(full.reset_after_ms == 200);
+  CHECK(empty.retry_after_ms == 325);
+  CHECK(empty.reset_after_ms == 4'125);
+  CHECK_FALSE(DecideTokenBucket(spec, state, 1'324, 1).allowed);
+  CHECK(DecideTokenBucket(spec, state, 1'325, 1).allowed);
+  CHECK(DecideTokenBucket(spec, state, 1'325, 2).retry_after_ms == 200);
+  // Another node's 10 tokens in the next slice count as well.
+  AddToBucket(state, 2, BucketSliceAt(4'000, 1'125), 10);
+  CHECK(DecideTokenBucket(spec, state, 1'125, 0).retry_after_ms == (30 - 19) * 200);
 }
 
 // A cost above the limit can never pass; limit 0 denies everything, peeks too.
@@ -71,8 +80,8 @@ TEST_CASE("cost over the limit is denied for good") {
         zero_peek = DecideSlidingCounter(zero, 0, 0, 0, 0);
         break;
       case Algorithm::kTokenBucket:
-        over = DecideTokenBucket(spec, 5 * 1'000, 6);
-        zero_peek = DecideTokenBucket(zero, 0, 0);
+        over = DecideTokenBucket(spec, BucketSlices(), 0, 6);
+        zero_peek = DecideTokenBucket(zero, BucketSlices(), 0, 0);
         break;
       case Algorithm::kSlidingWindowLog:
         over = DecideSlidingLog(spec, {}, 0, 0, 6);

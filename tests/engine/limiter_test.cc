@@ -75,16 +75,16 @@ TEST_CASE("sliding counter: Cloudflare's example end to end") {
   CHECK(next.retry_after_ms == 715);
 }
 
-// The seed's bucket: a burst of 20 passes, the 21st waits 200 ms, and over a
-// long run the rate is 5 per second.
+// The seed's bucket: a burst of 20 passes, the 21st waits 200 ms after the
+// burst's slice (125 ms) ends, and over a long run the rate is 5 per second.
 TEST_CASE("token bucket: burst of capacity, then the refill rate") {
   Fixture f;
   const LimitSpec spec{Algorithm::kTokenBucket, 20, 4'000};  // 20 tokens, 5/s
   CHECK(f.Admitted("client", spec, 20) == 20);
   const Decision denied = f.Check("client", spec);
   CHECK_FALSE(denied.allowed);
-  CHECK(denied.retry_after_ms == 200);
-  f.clock.AdvanceMs(199);
+  CHECK(denied.retry_after_ms == 325);
+  f.clock.AdvanceMs(324);
   CHECK_FALSE(f.Check("client", spec).allowed);
   f.clock.AdvanceMs(1);
   CHECK(f.Check("client", spec).allowed);
@@ -164,18 +164,18 @@ TEST_CASE("window boundaries at exact multiples") {
 // does not reopen a window: time is clamped so that it never moves backwards.
 TEST_CASE("clock standing still and stepping back") {
   Fixture f;
-  const LimitSpec bucket{Algorithm::kTokenBucket, 3, 3'000};
+  const LimitSpec bucket{Algorithm::kTokenBucket, 4, 3'200};  // 100 ms slices, 800 ms a token
   const LimitSpec fixed{Algorithm::kFixedWindow, 3, 1'000};
   f.At(2'500);
-  CHECK(f.Admitted("b", bucket, 10) == 3);
+  CHECK(f.Admitted("b", bucket, 10) == 4);
   CHECK(f.Admitted("f", fixed, 10) == 3);
-  CHECK(f.Check("b", bucket).retry_after_ms == 1'000);
-  f.clock.SetWallMs(kStartMs + 1'500);  // back by a second: an earlier window
+  CHECK(f.Check("b", bucket).retry_after_ms == 900);  // charged at its slice's end
+  f.clock.SetWallMs(kStartMs + 1'500);                // back by a second: an earlier window
   CHECK(f.Admitted("f", fixed, 10) == 0);
   CHECK(f.Admitted("b", bucket, 10) == 0);
   f.clock.SetWallMs(kStartMs + 3'000);  // the clamp lets time resume from 2500
   CHECK(f.Admitted("f", fixed, 10) == 3);
-  CHECK(f.Check("b", bucket).retry_after_ms == 500);
+  CHECK(f.Check("b", bucket).retry_after_ms == 400);
 }
 
 // Many threads on one key: every admission is counted, none is lost.
@@ -284,6 +284,47 @@ KeySnapshot LogOf(std::string key, uint64_t window_ms, std::vector<NodeStamps> l
   return snapshot;
 }
 
+// A bucket snapshot holding `cost` admitted by `node` at at_ms (capacity 100).
+KeySnapshot BucketOf(std::string key, uint64_t window_ms, NodeId node, int64_t at_ms,
+                     uint64_t cost) {
+  KeySnapshot snapshot;
+  snapshot.key = std::move(key);
+  snapshot.algorithm = Algorithm::kTokenBucket;
+  snapshot.window_ms = window_ms;
+  const int64_t slice = BucketSliceAt(window_ms, at_ms);
+  snapshot.bucket.capacity = 100;
+  snapshot.bucket.base_slice = BucketBaseFor(slice);
+  AddToBucket(snapshot.bucket, node, slice, cost);
+  return snapshot;
+}
+
+// A peer's bucket slices count against this node's bucket, the own slot
+// recovers from a peer's copy, replays change nothing and slices from more
+// than a period ahead are refused.
+TEST_CASE("merge bucket slices from replicas") {
+  Fixture f(1'000'000, /*node_id=*/1);
+  const LimitSpec spec{Algorithm::kTokenBucket, 100, 3'200};  // 100 ms slices
+  const int64_t now = f.clock.WallMs();
+  REQUIRE(f.limiter.Merge(BucketOf("k", 3'200, 2, now, 30)).ok());
+  CHECK(f.Check("k", spec, 0).remaining == 70);
+  REQUIRE(f.limiter.Merge(BucketOf("k", 3'200, 2, now, 30)).ok());  // a replay
+  REQUIRE(f.limiter.Merge(BucketOf("k", 3'200, 2, now, 10)).ok());  // an older copy
+  CHECK(f.Check("k", spec, 0).remaining == 70);
+  // Node 1's own slot, as a peer holds it after this node lost it: recovered.
+  REQUIRE(f.limiter.Merge(BucketOf("k", 3'200, 1, now, 20)).ok());
+  CHECK(f.Check("k", spec, 5).remaining == 45);  // 30 + 20 + 5 taken
+  KeySnapshot read;
+  REQUIRE(f.limiter.Read("k", spec, &read).ok());
+  REQUIRE(read.bucket.nodes.size() == 2);
+  CHECK(read.bucket.nodes[0].counts.back() == 25);
+  // A whole window later the bucket is full again, and the key forgotten.
+  f.clock.AdvanceMs(3'200);
+  CHECK(f.Check("k", spec, 0).remaining == 100);
+  CHECK(f.limiter.Read("k", spec, &read).code() == Status::Code::kNotFound);
+  CHECK(f.limiter.Merge(BucketOf("k", 3'200, 2, now + 10'000, 1)).code() ==
+        Status::Code::kInvalidArgument);
+}
+
 // Merging a replica's counts: remote slots count against the limit, the own
 // slot recovers from a peer's copy, and replays or stale windows change nothing.
 TEST_CASE("merge counts from replicas") {
@@ -317,9 +358,6 @@ TEST_CASE("merge counts from replicas") {
   CHECK(f.Check("k", spec, 0).remaining == 25);
   stale.window_index += 10;
   CHECK(MergeCounts(f.limiter, "k", spec, stale).code() == Status::Code::kInvalidArgument);
-  // Only counting algorithms replicate.
-  const LimitSpec bucket{Algorithm::kTokenBucket, 100, 1'000};
-  CHECK_FALSE(MergeCounts(f.limiter, "k", bucket, peer).ok());
   CHECK(ReadCounts(f.limiter, "nokey", spec, &read).code() == Status::Code::kNotFound);
 }
 
@@ -503,9 +541,6 @@ TEST_CASE("merge log stamps from replicas") {
         Status::Code::kInvalidArgument);
   REQUIRE(f.limiter.Merge(LogOf("k", 1'000, {{3, {{now - 1'000, 5}}}})).ok());
   CHECK(f.Check("k", spec, 0).remaining == 1);
-  KeySnapshot bucket = LogOf("k", 1'000, {});
-  bucket.algorithm = Algorithm::kTokenBucket;
-  CHECK(f.limiter.Merge(bucket).code() == Status::Code::kInvalidArgument);
 }
 
 // Gossip deltas carry only this node's own contribution of each key admitted
@@ -523,7 +558,7 @@ TEST_CASE("collect gossip hands over own changes once and relays nothing") {
   REQUIRE(limiter.Check("l", log, 2, &decision).ok());
   clock.AdvanceMs(5);
   REQUIRE(limiter.Check("l", log, 1, &decision).ok());
-  REQUIRE(limiter.Check("b", bucket, 1, &decision).ok());  // local only
+  REQUIRE(limiter.Check("b", bucket, 1, &decision).ok());
   WindowCounts peer;
   peer.window_index = kStartMs / 1'000;
   peer.current.MergeSlot(9, 50);
@@ -537,12 +572,17 @@ TEST_CASE("collect gossip hands over own changes once and relays nothing") {
     std::sort(deltas.begin(), deltas.end(),
               [](const KeySnapshot& a, const KeySnapshot& b) { return a.key < b.key; });
   };
+  REQUIRE(limiter.Merge(BucketOf("b", 1'000, 9, kStartMs, 7)).ok());
   collect();
-  REQUIRE(deltas.size() == 2);
-  CHECK(deltas[0].key == "c");
-  CHECK(deltas[0].counts.current.slots() == std::vector<GCounter::Slot>{{5, 3}});  // not node 9's
-  CHECK(deltas[1].key == "l");
-  CHECK(deltas[1].log == std::vector<NodeStamps>{{5, {{kStartMs, 2}, {kStartMs + 5, 1}}}});
+  REQUIRE(deltas.size() == 3);
+  CHECK(deltas[0].key == "b");  // this node's slices only, asserting no debt
+  REQUIRE(deltas[0].bucket.nodes.size() == 1);
+  CHECK(deltas[0].bucket.nodes[0].node == 5);
+  CHECK(deltas[0].bucket.base_debt == 0);
+  CHECK(deltas[1].key == "c");
+  CHECK(deltas[1].counts.current.slots() == std::vector<GCounter::Slot>{{5, 3}});  // not node 9's
+  CHECK(deltas[2].key == "l");
+  CHECK(deltas[2].log == std::vector<NodeStamps>{{5, {{kStartMs, 2}, {kStartMs + 5, 1}}}});
   collect();
   CHECK(deltas.empty());
   // The next delta of the log starts at the last stamp sent, whose cost may grow.
@@ -563,7 +603,8 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
   Limiter target(options);
   const LimitSpec specs[] = {{Algorithm::kFixedWindow, 50, 1'000},
                              {Algorithm::kSlidingWindowCounter, 50, 1'000},
-                             {Algorithm::kSlidingWindowLog, 50, 1'000}};
+                             {Algorithm::kSlidingWindowLog, 50, 1'000},
+                             {Algorithm::kTokenBucket, 50, 3'600'000}};
   Decision decision;
   for (int i = 0; i < 40; ++i) {
     for (const LimitSpec& spec : specs) {
@@ -579,7 +620,7 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
       REQUIRE(target.Merge(snapshot).ok());
     });
   }
-  CHECK(handed == 7 * 3);
+  CHECK(handed == 7 * 4);
   for (int i = 0; i < 7; ++i) {
     for (const LimitSpec& spec : specs) {
       KeySnapshot want, got;
@@ -587,6 +628,7 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
       REQUIRE(target.Read("key" + std::to_string(i), spec, &got).ok());
       CHECK(got.counts == want.counts);
       CHECK(got.log == want.log);
+      CHECK(got.bucket == want.bucket);
     }
   }
 }
