@@ -11,6 +11,8 @@
 namespace tally::protocol {
 namespace {
 
+static_assert(kPeerProtocolVersion == wire::PEER_PROTOCOL_VERSION);
+
 uint64_t ZigZag(int64_t value) {
   return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
 }
@@ -86,6 +88,32 @@ bool GetStamps(std::string_view* in, std::vector<LogStamp>* stamps) {
 
 bool IsLog(Algorithm algorithm) { return algorithm == Algorithm::kSlidingWindowLog; }
 
+// A bucket's state after its key; *base_slice is the previous key's base on entry.
+bool GetBucket(std::string_view* in, NodeId sender, int64_t* base_slice, BucketSlices* bucket) {
+  uint64_t step = 0, nodes = 0;
+  if (!GetVarint(in, &bucket->capacity) || !GetVarint(in, &step) ||
+      !GetVarint(in, &bucket->base_debt) || !GetCount(in, 2, &nodes)) {
+    return false;
+  }
+  *base_slice += UnZigZag(step);
+  bucket->base_slice = *base_slice;
+  bucket->nodes.resize(nodes);
+  for (NodeSlices& node : bucket->nodes) {
+    uint64_t slices = 0;
+    if (!GetNode(in, sender, &node.node) || !GetCount(in, 1, &slices) ||
+        slices > static_cast<uint64_t>(kBucketMaxSlices)) {
+      return false;
+    }
+    node.counts.resize(slices);
+    for (uint32_t& count : node.counts) {
+      uint64_t value = 0;
+      if (!GetVarint(in, &value) || value > std::numeric_limits<uint32_t>::max()) return false;
+      count = static_cast<uint32_t>(value);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
@@ -98,6 +126,7 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->kind = PeerMessageKind::kHello;
         message->node_id = in.getHello().getNodeId();
         message->nonce = ViewOf(in.getHello().getNonce());
+        message->peer_version = std::max<uint32_t>(1, in.getHello().getPeerVersion());
         if (message->node_id == 0) return Status::Corruption("malformed frame: hello from node 0");
         if (message->nonce.size() != kNonceBytes) {
           return Status::Corruption("malformed frame: hello without a nonce of " +
@@ -149,18 +178,19 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
 Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotSink& sink,
                        uint64_t* keys) {
   *keys = 0;
-  if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount ||
-      view.algorithm == Algorithm::kTokenBucket) {
-    return Status::Corruption("peer state of an algorithm that is not replicated");
+  if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
+    return Status::Corruption("peer state of an unknown algorithm");
   }
   KeySnapshot snapshot;
   snapshot.algorithm = view.algorithm;
   snapshot.window_ms = view.window_ms;
   std::string_view in = view.keys;
-  int64_t window_index = 0;
+  int64_t window_index = 0;  // or the base slice of a bucket
   while (!in.empty()) {
     bool decoded = GetKey(&in, &snapshot.key);
-    if (decoded && IsLog(view.algorithm)) {
+    if (decoded && view.algorithm == Algorithm::kTokenBucket) {
+      decoded = GetBucket(&in, sender, &window_index, &snapshot.bucket);
+    } else if (decoded && IsLog(view.algorithm)) {
       uint64_t nodes = 0;
       decoded = GetCount(&in, 2, &nodes);
       snapshot.log.resize(decoded ? nodes : 0);
@@ -182,11 +212,19 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
   return Status::OK();
 }
 
-void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out) {
+std::string PeerVersionMismatch(uint32_t peer_version) {
+  return "the peer speaks peer protocol version " + std::to_string(peer_version) +
+         ", this node version " + std::to_string(kPeerProtocolVersion) +
+         " (version 2 replicates token buckets in a format version 1 cannot read): run one "
+         "version of tally across the cluster";
+}
+
+void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out, uint32_t peer_version) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   auto hello = message.initRoot<wire::PeerMessage>().initHello();
   hello.setNodeId(node_id);
   hello.setNonce(DataOf(nonce));
+  hello.setPeerVersion(peer_version);
   AppendFrame(message, out);
 }
 
@@ -248,6 +286,11 @@ void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>
     }
     return;
   }
+  if (snapshot.algorithm == Algorithm::kTokenBucket) {
+    AddBucketEntry(ClassFor(snapshot), snapshot);
+    MaybeFinish(frames);
+    return;
+  }
   OpenClass& open = ClassFor(snapshot);
   const size_t before = open.keys.size();
   PutKey(snapshot.key, &open.keys);
@@ -258,6 +301,24 @@ void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>
   ++entries_;
   pending_bytes_ += open.keys.size() - before;
   MaybeFinish(frames);
+}
+
+void PeerStateEncoder::AddBucketEntry(OpenClass& open, const KeySnapshot& snapshot) {
+  const size_t before = open.keys.size();
+  const BucketSlices& bucket = snapshot.bucket;
+  PutKey(snapshot.key, &open.keys);
+  PutVarint(bucket.capacity, &open.keys);
+  PutVarint(ZigZag(bucket.base_slice - open.last_window_index), &open.keys);
+  open.last_window_index = bucket.base_slice;
+  PutVarint(bucket.base_debt, &open.keys);
+  PutVarint(bucket.nodes.size(), &open.keys);
+  for (const NodeSlices& node : bucket.nodes) {
+    PutNode(node.node, sender_, &open.keys);
+    PutVarint(node.counts.size(), &open.keys);
+    for (uint32_t count : node.counts) PutVarint(count, &open.keys);
+  }
+  ++entries_;
+  pending_bytes_ += open.keys.size() - before;
 }
 
 void PeerStateEncoder::AddLogEntry(OpenClass& open, std::string_view key, NodeId node,

@@ -10,6 +10,10 @@
 //   sliding log, per key: key size, key bytes, node count, then per node:
 //     node, stamp count, then per stamp: its time as the difference from the
 //     previous stamp's (the first: absolute; the others at least 1), cost
+//   token bucket, per key: key size, key bytes, capacity, base slice as the
+//     zigzag difference from the previous key's, base debt, node count, then
+//     per node: node, slice count (at most kBucketMaxSlices), the counts
+//     (node/common/bucket_slices.h)
 // A delta costs a counting key about its key size plus 8 bytes. A log with
 // more than kStampsPerEntry stamps of one node is sent as several entries of
 // the same key: merging part of a log is a correct merge of that part.
@@ -55,9 +59,16 @@ struct PeerClassView {
   std::string_view keys;  // packed; points into the decoded frame
 };
 
+// The peer protocol version this build speaks (tally.capnp peerProtocolVersion):
+// 2 replicates token buckets. A hello of another version is refused.
+inline constexpr uint32_t kPeerProtocolVersion = 2;
+// What a node says when it refuses a peer of another version.
+std::string PeerVersionMismatch(uint32_t peer_version);
+
 struct PeerMessage {
   PeerMessageKind kind = PeerMessageKind::kHeartbeat;
   NodeId node_id = 0;                  // kHello: the sender
+  uint32_t peer_version = 0;           // kHello: 1 when the sender did not say
   std::string_view nonce;              // kHello; points into the frame
   uint64_t seq = 0;                    // kSeal
   std::string_view mac;                // kSeal; points into the frame
@@ -80,16 +91,20 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
                        uint64_t* keys);
 
 // Append one frame to *out.
-void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out);
+// A hello says peer_version; 0 writes what builds before version 2 wrote (no
+// version at all), for tests of the refusal.
+void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out,
+                 uint32_t peer_version = kPeerProtocolVersion);
 void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
 void EncodeHeartbeat(std::string* out);
 void EncodeMembers(std::span<const MemberRecord> members, std::string* out);
 
-// Packs key snapshots (counting and log algorithms) into PeerState frames.
+// Packs key snapshots (every algorithm) into PeerState frames.
 // A frame is cut once it reaches max_frame_bytes, so it exceeds that by at
 // most one key entry (a counting key: its key, 20 bytes per slot and a few
-// more; a log entry: under 21 KiB).
+// more; a log entry: under 21 KiB; a bucket: its key, 10 bytes plus 5 per
+// slice for each node).
 class PeerStateEncoder {
  public:
   static constexpr size_t kStampsPerEntry = 1'024;
@@ -109,6 +124,7 @@ class PeerStateEncoder {
     int64_t last_window_index = 0;
   };
   OpenClass& ClassFor(const KeySnapshot& snapshot);
+  void AddBucketEntry(OpenClass& open, const KeySnapshot& snapshot);
   void AddLogEntry(OpenClass& open, std::string_view key, NodeId node,
                    std::span<const LogStamp> stamps);
   void MaybeFinish(std::vector<std::string>* frames);

@@ -233,7 +233,12 @@ struct PeerSeal {
 struct PeerHello {
   nodeId @0 :UInt64;  # the sender's G-counter slot; never 0
   nonce @1 :Data;     # 16 fresh random bytes: the connection's key depends on both
+  peerVersion @2 :UInt32;  # the peer protocol's version (peerProtocolVersion); absent: 1
 }
+
+# 2: token buckets are replicated (a class of algorithm 3 carries bucket
+# slices). Nodes of different versions refuse each other at the hello.
+const peerProtocolVersion :UInt32 = 2;
 
 struct PeerState {
   full @0 :Bool;  # part of a full sync (anti-entropy), else a delta

@@ -106,8 +106,22 @@ int64_t BucketFullAtMs(const BucketSlices& state, uint64_t window_ms) {
   const int64_t from_ms = state.base_slice * static_cast<int64_t>(BucketSliceMs(window_ms));
   const uint64_t wait_ms =
       BucketWaitMs(state, std::max<uint64_t>(state.capacity, 1), window_ms, from_ms, 0, 0);
-  return static_cast<int64_t>(std::min<u128>(static_cast<u128>(from_ms) + wait_ms,
-                                             std::numeric_limits<int64_t>::max() / 2));
+  // The last slice with a cost is folded once the base passes it: two periods on.
+  int64_t last_slice = state.base_slice - 1;
+  for (const NodeSlices& node : state.nodes) {
+    for (size_t i = node.counts.size(); i-- > 0;) {
+      if (node.counts[i] == 0) continue;
+      last_slice = std::max(last_slice, state.base_slice + static_cast<int64_t>(i));
+      break;
+    }
+  }
+  const int64_t folded_slice = (last_slice / kBucketSlicesPerPeriod + 2) * kBucketSlicesPerPeriod;
+  const u128 folded_ms = last_slice < state.base_slice
+                             ? 0
+                             : static_cast<u128>(folded_slice) * BucketSliceMs(window_ms);
+  return static_cast<int64_t>(
+      std::min<u128>(std::max(static_cast<u128>(from_ms) + wait_ms, folded_ms),
+                     std::numeric_limits<int64_t>::max() / 2));
 }
 
 void FoldBucket(BucketSlices& state, uint64_t window_ms, int64_t base_slice) {

@@ -86,8 +86,10 @@ uint64_t BucketDebt(const BucketSlices& state, uint64_t capacity, uint64_t windo
 // else is admitted (`extra` tokens as in BucketDebt). 0 when capacity is 0.
 uint64_t BucketWaitMs(const BucketSlices& state, uint64_t capacity, uint64_t window_ms,
                       int64_t now_ms, uint64_t extra, uint64_t target_debt);
-// The earliest time from which the debt is 0 if nothing more is admitted, at
-// the state's own capacity: the state can be forgotten then.
+// The earliest time from which, if nothing more is admitted, the debt is 0 (at
+// the state's own capacity) and every slice with a cost is folded: the state
+// can be forgotten then (before, its slices may still add up with another
+// node's of the same slices).
 int64_t BucketFullAtMs(const BucketSlices& state, uint64_t window_ms);
 
 // Folds every slice before base_slice into the base debt (nothing if the

@@ -226,7 +226,7 @@ bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_m
 
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
-  return BucketDebt(entry.state, entry.state.capacity, window_ms, now_ms) == 0;
+  return BucketFullAtMs(entry.state, window_ms) <= now_ms;
 }
 
 }  // namespace tally

@@ -99,8 +99,8 @@ struct BucketEntry {
   std::unique_ptr<EscrowEpoch> epoch;
 };
 
-// A bucket whose debt is 0 at now_ms (at its own capacity) is full and stays
-// so: forgetting it changes no decision.
+// A bucket full at now_ms with every slice folded (BucketFullAtMs) stays so:
+// forgetting it changes no decision.
 bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 }  // namespace tally

@@ -117,6 +117,9 @@ asio::awaitable<Status> PeerLink::Connect() {
   if (reply.kind != protocol::PeerMessageKind::kHello) {
     co_return Status::Unavailable("the peer answered with something other than hello");
   }
+  if (reply.peer_version != protocol::kPeerProtocolVersion) {
+    co_return Status::Unavailable(protocol::PeerVersionMismatch(reply.peer_version));
+  }
   auth_.emplace(shared_.options.cluster_secret, nonce, reply.nonce);
   if (Status status = CheckSeal(in_, sizes, *auth_, 0); !status.ok()) {
     co_return Status::Unavailable("refusing the peer: " + std::string(status.message()));

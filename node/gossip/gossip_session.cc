@@ -153,6 +153,9 @@ asio::awaitable<Status> PeerSession::Serve() {
   if (message.kind != protocol::PeerMessageKind::kHello) {
     co_return Status::InvalidArgument("the first peer message is not a hello");
   }
+  if (message.peer_version != protocol::kPeerProtocolVersion) {
+    co_return Status::InvalidArgument(protocol::PeerVersionMismatch(message.peer_version));
+  }
   // This node's own id: a seed that resolves to this node. The sealed hello
   // below tells the dialler so; nothing after it is read.
   const bool from_self = message.node_id == shared_.limiter->node_id();

@@ -77,7 +77,21 @@ KeySnapshot Log(std::string key, std::vector<NodeStamps> log) {
   return snapshot;
 }
 
-// Counting keys come back exactly, the sender's slots included; a log comes
+// A bucket of three nodes' slices over a base folded at base_slice.
+KeySnapshot Bucket(std::string key, int64_t base_slice, uint64_t base_debt) {
+  KeySnapshot snapshot;
+  snapshot.key = std::move(key);
+  snapshot.algorithm = Algorithm::kTokenBucket;
+  snapshot.window_ms = 3'200;
+  snapshot.bucket.capacity = 1'000'000'000;
+  snapshot.bucket.base_slice = base_slice;
+  snapshot.bucket.base_debt = base_debt;
+  snapshot.bucket.nodes = {
+      {2, {0, 5, UINT32_MAX}}, {9, {1}}, {kSender, std::vector<uint32_t>(24, 7)}};
+  return snapshot;
+}
+
+// Counting and bucket keys come back exactly, the sender's slots included; a log comes
 // back as entries per node that together hold every stamp; frames stay
 // within the size asked for.
 TEST_CASE("peer codec: state round-trips through frames of bounded size") {
@@ -89,6 +103,8 @@ TEST_CASE("peer codec: state round-trips through frames of bounded size") {
   std::vector<LogStamp> many;
   for (int i = 0; i < 10'000; ++i) many.push_back({kNowMs - 20'000 + 2 * i, 1 + uint64_t(i % 5)});
   written.push_back(Log("log", {{2, many}, {kSender, {{kNowMs, 1'000'000'000}}}}));
+  written.push_back(Bucket("bucket", kNowMs / 100 - 8, 12'345));
+  written.push_back(Bucket("bucket 2", kNowMs / 100 - 16, UINT64_MAX));
   for (int i = 0; i < 3'000; ++i) {
     written.push_back(
         Counting("key " + std::to_string(i), 1'000, kNowMs / 1'000, {{kSender, 1}}, {}));
@@ -124,6 +140,7 @@ TEST_CASE("peer codec: state round-trips through frames of bounded size") {
     }
     REQUIRE(counting.count(snapshot.key) == 1);
     CHECK(counting[snapshot.key].counts == snapshot.counts);
+    CHECK(counting[snapshot.key].bucket == snapshot.bucket);
     CHECK(counting[snapshot.key].window_ms == snapshot.window_ms);
   }
 }
@@ -156,6 +173,7 @@ TEST_CASE("peer codec: control messages") {
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.node_id == kSender);
   CHECK(message.nonce == nonce);
+  CHECK(message.peer_version == protocol::kPeerProtocolVersion);
   frame.clear();
   protocol::EncodeSeal(7, std::string(protocol::kMacBytes, 'm'), &frame);
   message = Decode(frame);
@@ -178,6 +196,18 @@ TEST_CASE("peer codec: control messages") {
               {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &message)
               .code() == Status::Code::kCorruption);
   }
+}
+
+// A hello from a build before token buckets were replicated carries no
+// version: it reads as version 1, which a node of this version refuses by
+// saying what to do.
+TEST_CASE("peer codec: a hello without a version is version 1") {
+  std::string frame;
+  protocol::EncodeHello(7, protocol::RandomNonce(), &frame, /*peer_version=*/0);  // as then
+  const PeerMessage message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kHello);
+  CHECK(message.peer_version == 1);
+  CHECK(protocol::PeerVersionMismatch(message.peer_version).find("version 1") != std::string::npos);
 }
 
 // A members message carries every record whole; a member with node id 0 or
@@ -239,15 +269,16 @@ TEST_CASE("peer auth: a seal binds secret, connection, sequence and bytes") {
 }
 
 // Truncated, altered and random packed state never crashes and never reads
-// past the bytes given: it decodes or it is Corruption. Token buckets are refused.
+// past the bytes given: it decodes or it is Corruption. An unknown algorithm is refused.
 TEST_CASE("peer codec: hostile packed state") {
   PeerStateEncoder encoder(kSender, false, 1 << 20);
   std::vector<std::string> frames;
   encoder.Add(Counting("k", 1'000, kNowMs / 1'000, {{kSender, 3}, {9, 4}}, {{2, 2}}), &frames);
   encoder.Add(Log("l", {{kSender, {{kNowMs - 5, 1}, {kNowMs, 2}}}}), &frames);
+  encoder.Add(Bucket("b", kNowMs / 100 - 8, 5), &frames);
   encoder.Finish(&frames);
   const PeerMessage message = Decode(frames[0]);
-  REQUIRE(message.classes.size() == 2);
+  REQUIRE(message.classes.size() == 3);
   std::mt19937_64 rng(5);
   uint64_t keys = 0;
   const auto sink = [](const KeySnapshot&) {};
@@ -271,9 +302,9 @@ TEST_CASE("peer codec: hostile packed state") {
       CHECK((status.ok() || status.code() == Status::Code::kCorruption));
     }
   }
-  protocol::PeerClassView bucket = message.classes[0];
-  bucket.algorithm = Algorithm::kTokenBucket;
-  CHECK(protocol::DecodePeerClass(bucket, kSender, sink, &keys).code() ==
+  protocol::PeerClassView unknown = message.classes[0];
+  unknown.algorithm = static_cast<Algorithm>(kAlgorithmCount);
+  CHECK(protocol::DecodePeerClass(unknown, kSender, sink, &keys).code() ==
         Status::Code::kCorruption);
 }
 
@@ -292,7 +323,8 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
   std::mt19937_64 rng(11);
   const LimitSpec specs[] = {{Algorithm::kFixedWindow, 1'000, 10'000},
                              {Algorithm::kSlidingWindowCounter, 1'000, 10'000},
-                             {Algorithm::kSlidingWindowLog, 1'000, 10'000}};
+                             {Algorithm::kSlidingWindowLog, 1'000, 10'000},
+                             {Algorithm::kTokenBucket, 1'000, 10'000}};
   std::vector<std::unique_ptr<Limiter>> senders;
   for (NodeId node : {11, 12, 13}) {
     Limiter::Options options{node, 100'000, &clock};
@@ -303,7 +335,7 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
     for (auto& sender : senders) {
       Decision decision;
       for (int i = 0; i < 20; ++i) {
-        const LimitSpec& spec = specs[rng() % 3];
+        const LimitSpec& spec = specs[rng() % 4];
         REQUIRE(sender->Check(KeyName(rng() % 15), spec, 1 + rng() % 3, &decision).ok());
       }
       PeerStateEncoder encoder(sender->node_id(), round % 10 == 9, 2'048);
@@ -349,6 +381,7 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       CHECK(shuffled.Read(key, spec, &got).code() == found.code());
       CHECK(got.counts == want.counts);
       CHECK(got.log == want.log);
+      CHECK(got.bucket == want.bucket);
       // And it is each sender's own state, nothing more.
       uint64_t total = 0, origin_total = 0;
       for (const auto& slot : want.counts.current.slots()) total += slot.count;
