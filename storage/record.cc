@@ -27,7 +27,31 @@ bool GetCounter(std::string_view* in, GCounter* counter) {
   return true;
 }
 
-bool GetPayload(Algorithm algorithm, std::string_view* in, KeySnapshot* snapshot) {
+bool GetBucket(std::string_view* in, BucketSlices* bucket) {
+  uint64_t base_slice = 0, nodes = 0;
+  if (!GetVarint(in, &bucket->capacity) || !GetVarint(in, &base_slice) ||
+      !GetVarint(in, &bucket->base_debt) || !GetVarint(in, &nodes) || nodes > in->size()) {
+    return false;  // >= 2 bytes per node
+  }
+  bucket->base_slice = static_cast<int64_t>(base_slice);
+  for (uint64_t n = 0; n < nodes; ++n) {
+    NodeSlices& node = bucket->nodes.emplace_back();
+    uint64_t slices = 0;
+    if (!GetVarint(in, &node.node) || !GetVarint(in, &slices) ||
+        slices > static_cast<uint64_t>(kBucketMaxSlices) ||
+        (n > 0 && node.node <= bucket->nodes[n - 1].node)) {
+      return false;
+    }
+    for (uint64_t i = 0; i < slices; ++i) {
+      uint64_t count = 0;
+      if (!GetVarint(in, &count) || count > std::numeric_limits<uint32_t>::max()) return false;
+      node.counts.push_back(static_cast<uint32_t>(count));
+    }
+  }
+  return true;
+}
+
+bool GetPayload(Algorithm algorithm, uint8_t format, std::string_view* in, KeySnapshot* snapshot) {
   uint64_t a = 0, b = 0;
   switch (algorithm) {
     case Algorithm::kFixedWindow:
@@ -53,10 +77,10 @@ bool GetPayload(Algorithm algorithm, std::string_view* in, KeySnapshot* snapshot
       return true;
     }
     case Algorithm::kTokenBucket:
-      if (!GetVarint(in, &a) || !GetVarint(in, &b)) return false;
-      snapshot->bucket_level = a;
-      snapshot->bucket_refilled_at_ms = static_cast<int64_t>(b);
-      return true;
+      // Format 1 held one node's level without its capacity: it cannot be
+      // turned into a debt, so it is read as a full bucket.
+      if (format == kRecordFormatBefore) return GetVarint(in, &a) && GetVarint(in, &b);
+      return GetBucket(in, &snapshot->bucket);
   }
   return false;
 }
@@ -79,7 +103,9 @@ bool TimesFit(const KeySnapshot& snapshot) {
       }
       return true;
     case Algorithm::kTokenBucket:
-      return snapshot.bucket_refilled_at_ms >= 0 && snapshot.bucket_refilled_at_ms <= latest_ms;
+      return snapshot.bucket.base_slice >= 0 &&
+             snapshot.bucket.base_slice <=
+                 latest_ms / static_cast<int64_t>(BucketSliceMs(snapshot.window_ms));
   }
   return false;
 }
@@ -127,15 +153,26 @@ void AppendRecordValue(const KeySnapshot& snapshot, std::string* out) {
         }
       }
       break;
-    case Algorithm::kTokenBucket:
-      PutVarint(snapshot.bucket_level, &value);
-      PutVarint(static_cast<uint64_t>(snapshot.bucket_refilled_at_ms), &value);
+    case Algorithm::kTokenBucket: {
+      const BucketSlices& bucket = snapshot.bucket;
+      PutVarint(bucket.capacity, &value);
+      PutVarint(static_cast<uint64_t>(bucket.base_slice), &value);
+      PutVarint(bucket.base_debt, &value);
+      PutVarint(bucket.nodes.size(), &value);
+      for (const NodeSlices& node : bucket.nodes) {
+        PutVarint(node.node, &value);
+        PutVarint(node.counts.size(), &value);
+        for (uint32_t count : node.counts) PutVarint(count, &value);
+      }
       break;
+    }
   }
 }
 
 std::optional<int64_t> RecordExpiresAtMs(std::string_view value) {
-  if (value.size() < 1 + sizeof(int64_t) || static_cast<uint8_t>(value[0]) != kRecordFormat) {
+  if (value.size() < 1 + sizeof(int64_t) ||
+      (static_cast<uint8_t>(value[0]) != kRecordFormat &&
+       static_cast<uint8_t>(value[0]) != kRecordFormatBefore)) {
     return std::nullopt;
   }
   int64_t expires_at_ms = 0;
@@ -158,13 +195,16 @@ Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* s
   if (!RecordExpiresAtMs(value)) {
     return Status::Corruption("record value of unknown format or too short");
   }
+  const auto format = static_cast<uint8_t>(value[0]);
   std::string_view payload = value.substr(1 + sizeof(int64_t));
-  if (!GetPayload(snapshot->algorithm, &payload, snapshot) || !payload.empty()) {
+  if (!GetPayload(snapshot->algorithm, format, &payload, snapshot) || !payload.empty()) {
     return Status::Corruption("record value does not decode as its algorithm's state");
   }
+  const bool legacy_bucket =
+      format == kRecordFormatBefore && snapshot->algorithm == Algorithm::kTokenBucket;
   if (!ValidateKey(snapshot->key).ok() ||
       !ValidateSpec({snapshot->algorithm, 0, snapshot->window_ms}).ok() || !TimesFit(*snapshot) ||
-      ExpiresAtMs(*snapshot) != *RecordExpiresAtMs(value)) {
+      (!legacy_bucket && ExpiresAtMs(*snapshot) != *RecordExpiresAtMs(value))) {
     return Status::Corruption("record holds a key, window or time this version never writes");
   }
   return Status::OK();

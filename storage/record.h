@@ -8,7 +8,10 @@
 //     the previous window: slot count, then (node, count) per slot
 //   sliding log: node count, then per node: node, stamp count, then
 //     (at_ms, cost) per stamp
-//   token bucket: level, refilled_at_ms
+//   token bucket: capacity, base slice, base debt, node count, then per
+//     node: node (increasing), slice count (at most kBucketMaxSlices), the
+//     counts (node/common/bucket_slices.h). Format 1 held a level and a
+//     refill time instead: such a record is read as a full bucket.
 // expires_at_ms comes first and at a fixed offset so that a reader skips an
 // expired record without decoding the rest.
 //
@@ -26,7 +29,8 @@
 namespace tally::storage {
 
 inline constexpr char kRecordPrefix = 'k';
-inline constexpr uint8_t kRecordFormat = 1;
+inline constexpr uint8_t kRecordFormat = 2;        // what this version writes
+inline constexpr uint8_t kRecordFormatBefore = 1;  // read: counters and logs as in 2
 
 std::string EncodeRecordKey(const KeySnapshot& snapshot);
 std::string EncodeRecordValue(const KeySnapshot& snapshot);
@@ -35,12 +39,12 @@ void AppendRecordKey(const KeySnapshot& snapshot, std::string* out);
 void AppendRecordValue(const KeySnapshot& snapshot, std::string* out);
 
 // Corruption, naming what is wrong, for anything that is not a record this
-// version wrote (wrong prefix, unknown format or algorithm, bad lengths,
+// version or the one before wrote (wrong prefix, unknown format or algorithm, bad lengths,
 // trailing bytes).
 Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* snapshot);
 
-// The expiry stamped in a record value; nullopt when the value is too short
-// or of an unknown format.
+// The expiry stamped in a record value (format 1 or 2); nullopt when the
+// value is too short or of an unknown format.
 std::optional<int64_t> RecordExpiresAtMs(std::string_view value);
 
 }  // namespace tally::storage

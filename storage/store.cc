@@ -22,9 +22,13 @@ namespace {
 
 const std::string kFormatKey = std::string(1, kMetaPrefix) + "format";
 // tally-1: one RocksDB value per key; tally-2: runs of format 1 only;
-// tally-3: runs of format 2 (storage/run.h), and format 1 still read.
-const std::string kFormatValue = "tally-3";
-const std::string kFormatBefore = "tally-2";  // moved to tally-3 at Open
+// tally-3: runs of format 2 (storage/run.h), and format 1 still read;
+// tally-4: records of format 2 (replicated buckets, storage/record.h) too.
+const std::string kFormatValue = "tally-4";
+// Moved to tally-4 at Open.
+bool IsFormatBefore(const std::string& format) {
+  return format == "tally-2" || format == "tally-3";
+}
 const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
 const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
 
@@ -156,11 +160,11 @@ Status Store::Open(const Options& options, std::unique_ptr<Store>* store) {
     }
   } else if (!read.ok()) {
     return FromRocks(read, "cannot read the format marker in " + options.path);
-  } else if (format != kFormatValue && format != kFormatBefore) {
+  } else if (format != kFormatValue && !IsFormatBefore(format)) {
     return Status::Corruption(options.path + " holds data of an unknown format '" + format +
                               "' (written by another version of tally?)");
   }
-  // A tally-2 directory is marked tally-3 before any run of format 2 lands in
+  // An older directory is marked tally-4 before any newer run or record lands in
   // it, so that an older tallyd refuses it instead of skipping those runs.
   if (format != kFormatValue) {
     if (Status status = FromRocks(db->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue),

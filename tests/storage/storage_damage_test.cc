@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using storage::Store;
 using testing::Bucket;
 using testing::CheckSame;
+using testing::Counting;
 using testing::kStartMs;
 using testing::LoadAll;
 using testing::OpenStore;
@@ -191,7 +192,7 @@ TEST_CASE("storage: a write-ahead log cut short in its last batch opens") {
   CHECK(stats.missing_runs.empty());
 }
 
-// A tally-2 directory (runs of format 1) loads whole, and Open marks it tally-3.
+// A tally-2 directory (runs of format 1) loads whole, and Open marks it tally-4.
 TEST_CASE("storage: Load reads runs of format 1 that earlier versions wrote") {
   ManualClock clock(kStartMs);
   TempDir dir;
@@ -206,7 +207,7 @@ TEST_CASE("storage: Load reads runs of format 1 that earlier versions wrote") {
   Store::LoadStats stats;
   CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), written);
   CHECK(stats.corrupt == 0);
-  CHECK(RawGet(dir.Path("data"), format_key) == "tally-3");
+  CHECK(RawGet(dir.Path("data"), format_key) == "tally-4");
 }
 
 // Replaces the key-size varint (one byte: keys are short) of the record whose user key is
@@ -227,7 +228,8 @@ TEST_CASE("storage: a record with broken framing costs that record, or counts th
   ManualClock clock(kStartMs);
   std::vector<KeySnapshot> written;
   for (size_t i = 0; i < kRecords; ++i) {
-    written.push_back(Bucket("key-" + std::to_string(1'000 + i), 4'000, 1, kStartMs));
+    written.push_back(Counting("key-" + std::to_string(1'000 + i), Algorithm::kFixedWindow, 4'000,
+                               kStartMs / 4'000, {{1, 1}}, {}));
   }
   for (const bool in_place : {true, false}) {
     CAPTURE(in_place);

@@ -127,12 +127,31 @@ TEST_CASE("storage: DecodeRecord rejects records whose expiry overflows") {
       {key(Algorithm::kFixedWindow),  // window_index 2^62; current {1: 1}, previous {}
        header + Varint(uint64_t{1} << 62) + std::string("\x01\x01\x01\x00", 4)},
       {key(Algorithm::kSlidingWindowLog), header + "\x01" + Varint(late) + "\x01"},
-      {key(Algorithm::kTokenBucket), header + "\x05" + Varint(late)},
+      {key(Algorithm::kTokenBucket), header + "\x05" + Varint(late) + std::string(2, '\0')},
   };
   for (const auto& [record_key, value] : records) {
     CAPTURE(AlgorithmName(static_cast<Algorithm>(record_key[1])));
     CHECK(Decode(record_key, value).code() == Status::Code::kCorruption);
   }
+}
+
+// A bucket record of format 1 (one node's level, before buckets were replicated) reads as a
+// full bucket, which a restore ignores; counting records of format 1 read as before.
+TEST_CASE("storage: records of format 1 still decode") {
+  std::string header(1, static_cast<char>(storage::kRecordFormatBefore));
+  header.append(8, '\0');
+  KeySnapshot decoded;
+  const KeySnapshot bucket = Snapshot("b", Algorithm::kTokenBucket, 4'000);
+  REQUIRE(storage::DecodeRecord(storage::EncodeRecordKey(bucket),
+                                header + Varint(20 * 4'000) + Varint(kStartMs), &decoded)
+              .ok());
+  CHECK(decoded.bucket == BucketSlices());
+  CHECK(ExpiresAtMs(decoded) <= kStartMs);
+  const KeySnapshot counts = Counting("c", Algorithm::kFixedWindow, 1'000, 5, {{1, 2}}, {});
+  std::string value = storage::EncodeRecordValue(counts);
+  value[0] = static_cast<char>(storage::kRecordFormatBefore);
+  REQUIRE(storage::DecodeRecord(storage::EncodeRecordKey(counts), value, &decoded).ok());
+  CHECK(Describe(decoded) == Describe(counts));
 }
 
 // Random bytes and randomly changed records never crash DecodeRecord: OK or Corruption.
@@ -300,10 +319,10 @@ TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
   REQUIRE(loaded.size() == 4);
   CHECK(stats.records == 4);
   CHECK(loaded[0].key == "a");
-  CHECK(loaded[0].bucket_level == 2);
+  CHECK(loaded[0].bucket.base_debt == 2 * 4'000);
   CHECK(loaded[1].key == "b");
-  CHECK(loaded[2].bucket_level == 3);
-  CHECK(loaded[3].bucket_level == 4);
+  CHECK(loaded[2].bucket.base_debt == 3 * 4'000);
+  CHECK(loaded[3].bucket.base_debt == 4 * 4'000);
 }
 
 // A checkpoint is due once the runs after it outgrow it (and a minimum);

@@ -52,11 +52,15 @@ inline KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStam
   return snapshot;
 }
 
-inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t level,
-                          int64_t refilled_at_ms) {
+// A bucket holding `cost` admitted by node 1 at at_ms, and 3 by node 2 a slice earlier.
+inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t cost, int64_t at_ms) {
   KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kTokenBucket, window_ms);
-  snapshot.bucket_level = level;
-  snapshot.bucket_refilled_at_ms = refilled_at_ms;
+  const int64_t slice = BucketSliceAt(window_ms, at_ms);
+  snapshot.bucket.capacity = kMaxLimit;
+  snapshot.bucket.base_slice = BucketBaseFor(slice);
+  snapshot.bucket.base_debt = cost * window_ms;
+  AddToBucket(snapshot.bucket, 1, slice, cost);
+  AddToBucket(snapshot.bucket, 2, slice - 1, 3);
   return snapshot;
 }
 
@@ -75,8 +79,8 @@ inline std::vector<KeySnapshot> Samples(int64_t now_ms) {
       Counting("month", Algorithm::kFixedWindow, kMaxWindowMs, now_ms / kMaxWindowMs, {{9, 1}}, {}),
       Log("log", 10'000, {{1, stamps}}),
       Log(binary, 1'000, {{1, {{now_ms, 1'000'000'000}}}, {UINT64_MAX, {{now_ms - 9, 1}}}}),
-      Bucket("bucket", 4'000, 20 * 4'000, now_ms),
-      Bucket(std::string(kMaxKeyBytes, '\0'), kMaxWindowMs, kMaxLimit * kMaxWindowMs, now_ms - 1),
+      Bucket("bucket", 4'000, 20, now_ms),
+      Bucket(std::string(kMaxKeyBytes, '\0'), kMaxWindowMs, kMaxLimit, now_ms - 1),
   };
 }
 
@@ -95,7 +99,11 @@ inline std::string Describe(const KeySnapshot& s) {
     out << ' ' << node.node << ':';
     for (const LogStamp& stamp : node.stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
   }
-  out << " bucket " << s.bucket_level << '@' << s.bucket_refilled_at_ms;
+  out << " bucket " << s.bucket.capacity << ' ' << s.bucket.base_slice << ' ' << s.bucket.base_debt;
+  for (const NodeSlices& node : s.bucket.nodes) {
+    out << ' ' << node.node << ':';
+    for (uint32_t count : node.counts) out << ' ' << count;
+  }
   return out.str();
 }
 
