@@ -18,6 +18,12 @@
 //     in all, beside the load that made them;
 //  4. throughput: the same tally-loadgen run against one local-only node and
 //     against the cluster, and the ratio;
+//  1c. the token bucket (capacity 100, refilled 100 per 1 s) under the same
+//     demands and modes, as admitted / what one central node admits for the
+//     same paced demand, per window: the mean (all windows' admissions over
+//     the central node's) and the lowest and highest window;
+//  3b. gossip bytes per admission and per changed key of the token bucket
+//     beside the sliding counter's, under the same tally-loadgen load;
 //  5. membership, with the default parameters: a node SIGKILLed until every
 //     other node shows it suspect and dead (failure detection), restarted
 //     until every node shows it alive (rejoin), and SIGTERMed until every
@@ -57,6 +63,8 @@ struct Settings {
   int samples = 200;
   int trials = 3;
   int duration_ms = 4'000;
+  bool bucket_only = false;
+  double single_node_decisions_per_s = 0;  // measured once, before the 3-node runs
   int connections = 48;
   uint64_t keys = 100'000;
 };
@@ -83,37 +91,61 @@ std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool
   return cluster;
 }
 
+// The modes of the admission tables: local-only nodes, a cluster, a cluster with escrow.
+struct Mode {
+  const char* name;
+  bool gossip;
+  bool escrow;
+};
+constexpr Mode kModes[] = {
+    {"local-only", false, false}, {"tally", true, false}, {"tally+escrow", true, true}};
+
+std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, const Mode& mode) {
+  return Start(settings, nodes, mode.gossip,
+               mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
+}
+
+// `factor` times the limit per window on `key`, spread evenly over `nodes` or skewed (70% to
+// node 0).
+tally::cluster::DemandOptions DemandOf(const Settings& settings, const tally::LimitSpec& spec,
+                                       size_t nodes, int factor, bool skewed, std::string key) {
+  tally::cluster::DemandOptions demand;
+  demand.spec = spec;
+  demand.key = std::move(key);
+  demand.demand_per_window = static_cast<uint64_t>(factor) * spec.limit;
+  demand.windows = settings.windows;
+  if (skewed) {
+    demand.shares.assign(nodes, 0.3 / static_cast<double>(nodes - 1));
+    demand.shares[0] = 0.7;
+  }
+  return demand;
+}
+
+// Runs `demand` against `cluster`; dies on failure.
+std::vector<tally::cluster::WindowTally> Drive(LocalCluster& cluster,
+                                               const tally::cluster::DemandOptions& demand) {
+  std::vector<tally::cluster::WindowTally> tallies;
+  if (Status status = tally::cluster::DriveDemand(cluster, demand, &tallies); !status.ok()) {
+    Die("demand", status);
+  }
+  return tallies;
+}
+
 // 1. Admitted / limit per window.
 void Admission(const Settings& settings, size_t nodes) {
   std::printf(
       "\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
       "%d windows)\n%-12s %-7s %-8s %10s %10s\n",
       nodes, settings.windows, "mode", "demand", "spread", "mean", "max");
-  struct Mode {
-    const char* name;
-    bool gossip;
-    bool escrow;
-  };
-  for (const Mode& mode : {Mode{"local-only", false, false}, Mode{"tally", true, false},
-                           Mode{"tally+escrow", true, true}}) {
-    auto cluster =
-        Start(settings, nodes, mode.gossip,
-              mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
+  for (const Mode& mode : kModes) {
+    auto cluster = Start(settings, nodes, mode);
     for (const int factor : {2, 10}) {
       for (const bool skewed : {false, true}) {
-        tally::cluster::DemandOptions demand;
-        demand.spec = {tally::Algorithm::kSlidingWindowCounter, 100, 1'000};
-        demand.key = "admission-" + std::to_string(factor) + (skewed ? "-skewed" : "-even");
-        demand.demand_per_window = static_cast<uint64_t>(factor) * demand.spec.limit;
-        demand.windows = settings.windows;
-        if (skewed) {
-          demand.shares.assign(nodes, 0.3 / static_cast<double>(nodes - 1));
-          demand.shares[0] = 0.7;
-        }
-        std::vector<tally::cluster::WindowTally> tallies;
-        if (Status status = tally::cluster::DriveDemand(*cluster, demand, &tallies); !status.ok()) {
-          Die("demand", status);
-        }
+        const std::vector<tally::cluster::WindowTally> tallies =
+            Drive(*cluster,
+                  DemandOf(settings, {tally::Algorithm::kSlidingWindowCounter, 100, 1'000}, nodes,
+                           factor, skewed,
+                           "admission-" + std::to_string(factor) + (skewed ? "-skewed" : "-even")));
         double sum = 0, largest = 0;
         std::string per_window;
         for (const auto& tally : tallies) {
@@ -172,6 +204,60 @@ void Partition(const Settings& settings, size_t nodes) {
            mode + "\", \"demand_x_limit\": " + std::to_string(factor) +
            ", \"big_side_over_limit\": " + std::to_string(big / windows) +
            ", \"small_side_over_limit\": " + std::to_string(small / windows) + "}");
+    }
+  }
+}
+
+// 1c. The token bucket: admitted / what one central node admits for the same demand.
+void BucketAdmission(const Settings& settings, size_t nodes) {
+  const tally::LimitSpec spec{tally::Algorithm::kTokenBucket, 100, 1'000};
+  // The central node: all of the same paced demand on one node (a fresh key, a full bucket).
+  std::vector<uint64_t> central[11];
+  {
+    auto one = Start(settings, 1, false);
+    for (const int factor : {2, 10}) {
+      for (const auto& tally : Drive(*one, DemandOf(settings, spec, 1, factor, false,
+                                                    "central-" + std::to_string(factor)))) {
+        central[factor].push_back(tally.total_admitted());
+      }
+    }
+  }
+  std::printf(
+      "\n== %zu nodes: token bucket (capacity 100, refilled 100 per 1000 ms, %d windows): "
+      "admitted / one central node's admissions for the same demand\n%-12s %-7s %-8s %10s %10s "
+      "%10s\n",
+      nodes, settings.windows, "mode", "demand", "spread", "mean", "min", "max");
+  for (const Mode& mode : kModes) {
+    auto cluster = Start(settings, nodes, mode);
+    for (const int factor : {2, 10}) {
+      for (const bool skewed : {false, true}) {
+        const std::string key = "bucket-" + std::to_string(factor) + (skewed ? "-skewed" : "-even");
+        const std::vector<tally::cluster::WindowTally> tallies =
+            Drive(*cluster, DemandOf(settings, spec, nodes, factor, skewed, key));
+        double admitted = 0, admitted_central = 0, lowest = 1e9, highest = 0;
+        std::string per_window;
+        for (size_t i = 0; i < tallies.size() && i < central[factor].size(); ++i) {
+          const double mine = static_cast<double>(tallies[i].total_admitted());
+          const double theirs = static_cast<double>(central[factor][i]);
+          admitted += mine;
+          admitted_central += theirs;
+          const double ratio = theirs > 0 ? mine / theirs : 0;
+          lowest = std::min(lowest, ratio);
+          highest = std::max(highest, ratio);
+          per_window += (per_window.empty() ? "" : ", ") + std::to_string(ratio);
+        }
+        const double mean = admitted_central > 0 ? admitted / admitted_central : 0;
+        std::printf("%-12s %-7s %-8s %10.3f %10.3f %10.3f\n", mode.name,
+                    (std::to_string(factor) + "x").c_str(), skewed ? "skewed" : "even", mean,
+                    lowest, highest);
+        Json("{\"scenario\": \"bucket_admission\", \"nodes\": " + std::to_string(nodes) +
+             ", \"mode\": \"" + mode.name + "\", \"demand_x_limit\": " + std::to_string(factor) +
+             ", \"spread\": \"" + (skewed ? "skewed" : "even") +
+             "\", \"admitted_over_central_mean\": " + std::to_string(mean) +
+             ", \"admitted_over_central_min\": " + std::to_string(lowest) +
+             ", \"admitted_over_central_max\": " + std::to_string(highest) + ", \"per_window\": [" +
+             per_window + "]}");
+      }
     }
   }
 }
@@ -305,14 +391,16 @@ void Convergence(const Settings& settings, LocalCluster& cluster) {
 }
 
 // Runs tally-loadgen against every node of the cluster; returns decisions/s.
-double Loadgen(const Settings& settings, LocalCluster& cluster, const std::string& label) {
+double Loadgen(const Settings& settings, LocalCluster& cluster, const std::string& label,
+               const std::string& algorithm = "sliding_counter") {
   std::vector<std::string> argv;
   if (settings.loadgen_cpu >= 0)
     argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
-  argv.insert(argv.end(), {settings.loadgen, "--target", "tally", "--connections",
-                           std::to_string(settings.connections), "--depth", "16", "--keys",
-                           std::to_string(settings.keys), "--duration-ms",
-                           std::to_string(settings.duration_ms), "--label", label, "--no-header"});
+  argv.insert(argv.end(),
+              {settings.loadgen, "--target", "tally", "--connections",
+               std::to_string(settings.connections), "--depth", "16", "--keys",
+               std::to_string(settings.keys), "--duration-ms", std::to_string(settings.duration_ms),
+               "--label", label, "--no-header", "--algorithm", algorithm});
   for (size_t node = 0; node < cluster.size(); ++node) {
     argv.insert(argv.end(),
                 {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
@@ -344,20 +432,41 @@ tally::protocol::StatsReply Sum(LocalCluster& cluster) {
   return sum;
 }
 
+// What a tally-loadgen run over the cluster decided and made the nodes gossip.
+struct GossipLoad {
+  double decisions_per_s = 0;
+  double seconds = 0;
+  double delta_bytes = 0;  // deltas' bytes, all links
+  double entries = 0;      // deltas' key entries, all links
+  double bytes = 0;        // everything gossip sent
+};
+
+GossipLoad RunLoad(const Settings& settings, LocalCluster& cluster, const std::string& label,
+                   const std::string& algorithm) {
+  const tally::protocol::StatsReply before = Sum(cluster);
+  const Clock::time_point start = Clock::now();
+  GossipLoad load;
+  load.decisions_per_s = Loadgen(settings, cluster, label, algorithm);
+  load.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const tally::protocol::StatsReply after = Sum(cluster);
+  load.delta_bytes =
+      static_cast<double>(after.gossip_delta_bytes_sent - before.gossip_delta_bytes_sent);
+  load.entries =
+      static_cast<double>(after.gossip_delta_entries_sent - before.gossip_delta_entries_sent);
+  load.bytes = static_cast<double>(after.gossip_bytes_sent - before.gossip_bytes_sent);
+  return load;
+}
+
 // 3 and 4. Gossip bytes under load, throughput against one node.
 void Load(const Settings& settings, LocalCluster& cluster, double single_node_decisions_per_s) {
   const size_t nodes = cluster.size();
-  const tally::protocol::StatsReply before = Sum(cluster);
-  const Clock::time_point start = Clock::now();
-  const double decisions_per_s = Loadgen(settings, cluster, "cluster-" + std::to_string(nodes));
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const tally::protocol::StatsReply after = Sum(cluster);
-  const double delta_bytes =
-      static_cast<double>(after.gossip_delta_bytes_sent - before.gossip_delta_bytes_sent);
-  const double entries =
-      static_cast<double>(after.gossip_delta_entries_sent - before.gossip_delta_entries_sent);
-  const double bytes_per_s =
-      static_cast<double>(after.gossip_bytes_sent - before.gossip_bytes_sent) / seconds;
+  const GossipLoad load =
+      RunLoad(settings, cluster, "cluster-" + std::to_string(nodes), "sliding_counter");
+  const double decisions_per_s = load.decisions_per_s;
+  const double seconds = load.seconds;
+  const double delta_bytes = load.delta_bytes;
+  const double entries = load.entries;
+  const double bytes_per_s = load.bytes / seconds;
   const double ratio = decisions_per_s / single_node_decisions_per_s;
   std::printf(
       "\n== %zu nodes: load from tally-loadgen over every node (%d connections, depth 16, %llu "
@@ -378,6 +487,30 @@ void Load(const Settings& settings, LocalCluster& cluster, double single_node_de
        ", \"gossip_bytes_per_s\": " + std::to_string(bytes_per_s) + "}");
 }
 
+// 3b. Gossip of the token bucket beside the sliding counter's, under the same load.
+void BucketGossip(const Settings& settings, LocalCluster& cluster) {
+  std::printf(
+      "\n== %zu nodes: gossip per algorithm under tally-loadgen over every node (%llu uniform "
+      "keys, %d ms)\n%-16s %14s %16s %16s\n",
+      cluster.size(), static_cast<unsigned long long>(settings.keys), settings.duration_ms,
+      "algorithm", "decisions/s", "bytes/key-entry", "bytes/decision");
+  for (const char* algorithm : {"sliding_counter", "token_bucket"}) {
+    const GossipLoad load =
+        RunLoad(settings, cluster, std::string("gossip-") + algorithm, algorithm);
+    const double decisions_per_s = load.decisions_per_s;
+    const double entries = load.entries;
+    const double delta_bytes = load.delta_bytes;
+    const double per_decision = load.bytes / (decisions_per_s * load.seconds);
+    std::printf("%-16s %14.0f %16.1f %16.2f\n", algorithm, decisions_per_s,
+                entries > 0 ? delta_bytes / entries : 0, per_decision);
+    Json(std::string("{\"scenario\": \"gossip_per_algorithm\", \"nodes\": ") +
+         std::to_string(cluster.size()) + ", \"algorithm\": \"" + algorithm +
+         "\", \"decisions_per_s\": " + std::to_string(decisions_per_s) +
+         ", \"bytes_per_key_entry\": " + std::to_string(entries > 0 ? delta_bytes / entries : 0) +
+         ", \"gossip_bytes_per_decision\": " + std::to_string(per_decision) + "}");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -393,17 +526,31 @@ int main(int argc, char** argv) {
   app.add_option("--trials", settings.trials, "Membership trials")->capture_default_str();
   app.add_option("--duration-ms", settings.duration_ms, "Each load run")->capture_default_str();
   app.add_option("--json", json_path, "Write the results here (a JSON array)");
+  app.add_flag("--bucket-only", settings.bucket_only,
+               "Only the token bucket's figures (1c and 3b)");
   CLI11_PARSE(app, argc, argv);
 
-  auto single = Start(settings, 1, false);
-  const double single_node = Loadgen(settings, *single, "single-node");
-  single.reset();
+  if (settings.bucket_only) {
+    for (const size_t nodes : {size_t{3}, size_t{5}}) {
+      BucketAdmission(settings, nodes);
+      auto cluster = Start(settings, nodes, true);
+      BucketGossip(settings, *cluster);
+    }
+  }
+
   for (const size_t nodes : {size_t{3}, size_t{5}}) {
+    if (settings.bucket_only) break;
+    if (nodes == 3) {
+      auto single = Start(settings, 1, false);
+      settings.single_node_decisions_per_s = Loadgen(settings, *single, "single-node");
+    }
     Admission(settings, nodes);
     Partition(settings, nodes);
+    BucketAdmission(settings, nodes);
     auto cluster = Start(settings, nodes, true);
     Convergence(settings, *cluster);
-    Load(settings, *cluster, single_node);
+    Load(settings, *cluster, settings.single_node_decisions_per_s);
+    BucketGossip(settings, *cluster);
     cluster.reset();
     Membership(settings, nodes);
   }
