@@ -5,7 +5,7 @@
 #
 # Every tallyd runs pinned to CPU 0 (the benchmark process is, and its nodes
 # inherit it) and tally-loadgen to CPU 1: one node and a whole cluster get the
-# same core. About 4 minutes.
+# same core. About 7 minutes.
 #
 # Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000),
 # TRIALS (3).

@@ -156,6 +156,60 @@ TEST_CASE("cluster: three nodes hold one global limit, local-only nodes three ti
   }
 }
 
+// The token bucket is one bucket across the cluster: three gossiping nodes at
+// four times its rate admit its burst plus its refill (at most the counters'
+// bound more per window), three local-only nodes about three buckets.
+TEST_CASE("cluster: three nodes hold one token bucket, local-only nodes three of them") {
+  constexpr uint64_t kLimit = 100;
+  const LimitSpec spec{Algorithm::kTokenBucket, kLimit, 1'000};  // 100, refilled 100 per s
+  constexpr uint64_t kDemand = 4 * kLimit;
+  constexpr uint64_t kStale = kDemand * 150 / 1'000;
+  {
+    auto cluster = StartCluster(3);
+    const std::vector<uint64_t> admitted = AdmittedPerWindow(*cluster, spec, kDemand, 4);
+    uint64_t total = 0;
+    for (uint64_t count : admitted) {
+      MESSAGE("tally cluster admitted " << count << " (bucket of 100, 100 per s)");
+      CHECK(count >= kLimit * 9 / 10);  // demand is 4x: the refill is spent, nobody starves
+      total += count;
+    }
+    // One burst and four windows of refill, plus what stale views let through.
+    CHECK(total <= kLimit + 4 * kLimit + 4 * kStale);
+  }
+  {
+    auto local_only = StartCluster(3, /*gossip=*/false);
+    const std::vector<uint64_t> admitted = AdmittedPerWindow(*local_only, spec, kDemand, 4);
+    for (size_t i = 1; i < admitted.size(); ++i) {
+      MESSAGE("local-only nodes admitted " << admitted[i]);
+      CHECK(admitted[i] >= 3 * kLimit * 9 / 10);
+    }
+  }
+}
+
+// A restarted node takes its own bucket admissions back from its peers (its
+// disk never saw them: flushes are a minute apart).
+TEST_CASE("cluster: a node killed takes its bucket admissions back from its peers") {
+  auto cluster = StartCluster(3, true, {"--flush-interval-ms", "60000"});
+  const LimitSpec spec{Algorithm::kTokenBucket, 1'000, kDayMs};  // slices of 45 min
+  auto client = ConnectTo(*cluster, 1);
+  for (int i = 0; i < 200; ++i) CHECK(MustCheck(*client, {"mine", spec, 1}).allowed);
+  REQUIRE(PollUntil([&] {
+    return Remaining(*cluster, 0, "mine", spec) == 800 &&
+           Remaining(*cluster, 2, "mine", spec) == 800;
+  }));
+  REQUIRE(cluster->Kill(1).ok());
+  REQUIRE(cluster->Restart(1).ok());
+  CHECK(Remaining(*cluster, 1, "mine", spec) == 800);  // from the peers, not the disk
+  client = ConnectTo(*cluster, 1);
+  for (int i = 0; i < 100; ++i) CHECK(MustCheck(*client, {"mine", spec, 1}).allowed);
+  CHECK(PollUntil([&] {
+    for (size_t node = 0; node < 3; ++node) {
+      if (Remaining(*cluster, node, "mine", spec) != 700) return false;
+    }
+    return true;
+  }));
+}
+
 // With share of remaining (--escrow), 3 nodes at 10x the limit admit the
 // limit per window within a few units, spread evenly or skewed to one node,
 // and no node is starved.
