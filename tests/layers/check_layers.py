@@ -44,8 +44,8 @@ FORBIDDEN_SYSTEM = {
 # Targets that must link no engine and no part of the daemon.
 NO_ENGINE = ["tally_common", "tally_protocol", "tally_storage", "tally_client", "tallyctl",
              "tally-loadgen", "tally_harness"]
-DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister", "tally_policy",
-               "tally_grpc"}
+DAEMON_LIBS = {"tally_engine", "tally_requests", "tally_server", "tally_gossip", "tally_persister",
+               "tally_policy", "tally_grpc"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SOURCE_SUFFIXES = (".h", ".cc")
