@@ -75,8 +75,13 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
           failed = true;
           return;
         }
-        const int64_t window = CountedWindow(options.spec, sent_ms, outcome.decision) - first;
+        const int64_t counted = CountedWindow(options.spec, sent_ms, outcome.decision);
+        const int64_t window = counted - first;
         if (window < 0 || window >= options.windows) continue;
+        if (options.history != nullptr) {
+          options.history->Record(
+              {node, options.key, sent_ms, WallMs(), counted, outcome.decision.allowed});
+        }
         auto& [sent, admitted] = counts[node][static_cast<size_t>(window)];
         ++sent;
         admitted += outcome.decision.allowed ? 1 : 0;

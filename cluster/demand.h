@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/history.h"
 #include "cluster/local_cluster.h"
 #include "node/common/limit.h"
 #include "node/common/status.h"
@@ -29,6 +30,7 @@ struct DemandOptions {
   uint64_t demand_per_window = 400;  // checks per window, all nodes together
   std::vector<double> shares;        // per node, summing to 1; empty: even
   int windows = 3;
+  History* history = nullptr;  // not owned; when set, every decision of the run is recorded
 };
 
 struct WindowTally {

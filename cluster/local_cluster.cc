@@ -167,6 +167,14 @@ void LocalCluster::Cut(const std::vector<size_t>& group_a, const std::vector<siz
   }
 }
 
+void LocalCluster::CutOneWay(size_t from, size_t to) {
+  if (hub_ != nullptr) hub_->Cut(proxy_ids_[to], NodeIdOf(from));
+}
+
+void LocalCluster::SetLinkFaults(size_t from, size_t to, const LinkFaults& faults) {
+  if (hub_ != nullptr) hub_->SetFaults(proxy_ids_[to], NodeIdOf(from), faults);
+}
+
 void LocalCluster::Heal() {
   if (!hub_) return;
   for (size_t node = 0; node < options_.nodes; ++node) hub_->Heal(proxy_ids_[node]);

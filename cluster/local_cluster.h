@@ -75,7 +75,14 @@ class LocalCluster {
   // Cuts every path between a node in `group_a` and one in `group_b`, both
   // directions. Heal mends every cut path.
   void Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b);
+  // Cuts only the path on which `from` sends to `to` (a node pushes its state
+  // and heartbeats on the connection it dials): a one-way partition, `to`
+  // still reaches `from`. Heal mends it too.
+  void CutOneWay(size_t from, size_t to);
   void Heal();
+  // Delay and loss on the path on which `from` sends to `to` (ProxyHub::
+  // SetFaults); a default LinkFaults mends it.
+  void SetLinkFaults(size_t from, size_t to, const LinkFaults& faults);
 
   // Until every running node has all its links up, every running peer's
   // session open and every running node alive in its view (gossip), or

@@ -22,7 +22,9 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // Forks and execs argv with stdout and stderr sent to the given files
-// (empty: inherit). Returns the child's pid, or -1.
+// (empty: inherit), and no other descriptor of the harness: a node that
+// inherited a proxy's socket would keep that connection open after the proxy
+// closes it, and a cut path would stay up. Returns the child's pid, or -1.
 pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_path,
                const std::string& stderr_path) {
   std::vector<char*> args;
@@ -38,6 +40,9 @@ pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_p
   };
   redirect(stdout_path, STDOUT_FILENO);
   redirect(stderr_path, STDERR_FILENO);
+  if (close_range(3, ~0U, 0) != 0) {
+    for (int fd = 3; fd < 65'536; ++fd) close(fd);
+  }
   execv(args[0], args.data());
   _exit(127);
 }
