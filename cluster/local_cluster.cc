@@ -92,8 +92,13 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
 // gossip port once it has bound it (before its recovery ends: peers must be
 // able to reach it for it to recover).
 Status LocalCluster::SpawnNode(size_t node) {
-  if (Status status = NodeProcess::Spawn(NodeOptions(node), &nodes_[node]); !status.ok()) {
+  std::unique_ptr<NodeProcess> spawned;
+  if (Status status = NodeProcess::Spawn(NodeOptions(node), &spawned); !status.ok()) {
     return status;
+  }
+  {
+    std::lock_guard lock(nodes_mutex_);
+    nodes_[node] = std::move(spawned);
   }
   if (!hub_) return Status::OK();
   if (Status status = nodes_[node]->WaitForGossipPort(options_.start_timeout_ms); !status.ok()) {
@@ -125,7 +130,12 @@ Status LocalCluster::WriteSecret() const {
 }
 
 Status LocalCluster::Connect(size_t node, std::unique_ptr<protocol::Client>* client) const {
-  return nodes_[node]->Connect(client);
+  protocol::Client::Options options;
+  {
+    std::lock_guard lock(nodes_mutex_);
+    options = nodes_[node]->client_options();
+  }
+  return protocol::Client::Connect(options, client);
 }
 
 Status LocalCluster::Stats(size_t node, protocol::StatsReply* stats) const {

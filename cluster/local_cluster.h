@@ -16,13 +16,16 @@
 // whatever still runs and removes a root it made; nodes also die with the
 // thread that started them (see NodeProcess), so a crashed test leaves none.
 //
-// Thread safety: none; one thread drives the cluster (clients may run on
-// others).
+// Thread safety: one thread drives the cluster (Start, Kill, Stop, Restart,
+// Cut, ...); clients may run on others, and Connect may be called from any
+// thread, also while the driving thread restarts the node (it then connects
+// to the old or the new process).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -104,6 +107,9 @@ class LocalCluster {
   std::unique_ptr<ProxyHub> hub_;      // gossip only
   std::vector<uint16_t> proxy_ports_;  // by node: where the others reach it
   std::vector<size_t> proxy_ids_;
+  // The pointers are replaced by the driving thread only (a restart), under
+  // nodes_mutex_; other threads read them under it.
+  mutable std::mutex nodes_mutex_;
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
 };
 
