@@ -47,6 +47,11 @@ std::string HistoryVerdict::Table() const {
   return out.str();
 }
 
+std::vector<Observed> BySentWindow(std::vector<Observed> history, int64_t window_ms) {
+  for (Observed& observed : history) observed.window_index = observed.sent_ms / window_ms;
+  return history;
+}
+
 HistoryVerdict CheckFixedWindow(const std::vector<Observed>& history, const HistoryBound& bound,
                                 uint64_t min_requests) {
   std::map<std::tuple<std::string, int64_t>, std::vector<const Observed*>> windows;
@@ -78,7 +83,7 @@ HistoryVerdict CheckFixedWindow(const std::vector<Observed>& history, const Hist
     std::string broken;
     if (w.admitted > w.most) {
       broken = "admitted " + std::to_string(w.admitted) + " > the bound " + std::to_string(w.most);
-    } else if (w.admitted < w.central) {
+    } else if (bound.floor && w.admitted < w.central) {
       broken = "admitted " + std::to_string(w.admitted) + " < " + std::to_string(w.central) +
                " that one central node admits (a denial under the limit)";
     }

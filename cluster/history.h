@@ -55,6 +55,10 @@ struct HistoryBound {
   int64_t window_ms = 1'000;
   int64_t staleness_ms = 0;  // how old a node's view of the others may be
   size_t deciders = 1;       // nodes or groups deciding on views that may miss each other's
+  // Also hold every window to the floor (a window with a denial admitted the
+  // limit). Not with clocks that disagree: a node ahead denies in its next
+  // window while the others' current one is still under the limit.
+  bool floor = true;
 };
 
 struct WindowVerdict {
@@ -77,6 +81,11 @@ struct HistoryVerdict {
   // One line per window: key, window, requests, admitted, central, bound.
   std::string Table() const;
 };
+
+// The history with each decision's window taken from the time it was sent
+// (the driver's clock), rather than the window the node counted it in: what
+// clients see when the nodes' clocks disagree.
+std::vector<Observed> BySentWindow(std::vector<Observed> history, int64_t window_ms);
 
 // Checks fixed-window, cost-1 decisions against `bound`. Windows in which
 // fewer than `min_requests` checks were counted (the partial first and last

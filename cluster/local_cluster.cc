@@ -70,6 +70,9 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
   options.directory = root_ + "/node" + std::to_string(node);
   options.gossip_port = hub_ != nullptr;
   options.fronts = options_.fronts;
+  if (const auto env = options_.node_env.find(node); env != options_.node_env.end()) {
+    options.env = env->second;
+  }
   options.args = {"--node-id", std::to_string(NodeIdOf(node))};
   if (hub_) {
     options.args.insert(options.args.end(),

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,7 @@ class LocalCluster {
     std::vector<std::string> node_args;  // extra tallyd flags for every node
     std::vector<std::string> fronts;     // fronts every node opens (NodeProcess::Options::fronts)
     std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
+    std::map<size_t, std::vector<std::string>> node_env;  // by node: NodeProcess::Options::env
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
     std::string root;                     // empty: a new temporary directory, removed at the end
     int start_timeout_ms = 20'000;

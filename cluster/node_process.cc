@@ -26,10 +26,17 @@ using std::chrono::steady_clock;
 // inherited a proxy's socket would keep that connection open after the proxy
 // closes it, and a cut path would stay up. Returns the child's pid, or -1.
 pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_path,
-               const std::string& stderr_path) {
+               const std::string& stderr_path, const std::vector<std::string>& env = {}) {
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> environment;  // made before fork: the child only execs
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    environment.push_back(*variable);
+  }
+  for (const std::string& variable : env)
+    environment.push_back(const_cast<char*>(variable.c_str()));
+  environment.push_back(nullptr);
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the harness or test
@@ -43,7 +50,7 @@ pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_p
   if (close_range(3, ~0U, 0) != 0) {
     for (int fd = 3; fd < 65'536; ++fd) close(fd);
   }
-  execv(args[0], args.data());
+  execve(args[0], args.data(), environment.data());
   _exit(127);
 }
 
@@ -102,7 +109,7 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
     argv.insert(argv.end(), {"--data-dir", directory + "/data"});
   }
   argv.insert(argv.end(), options.args.begin(), options.args.end());
-  const pid_t pid = ForkExec(argv, "", directory + "/stderr.log");
+  const pid_t pid = ForkExec(argv, "", directory + "/stderr.log", options.env);
   if (pid < 0) return Status::IOError("fork failed");
   process->reset(new NodeProcess(pid, directory, owns_directory));
   return Status::OK();

@@ -40,6 +40,9 @@ class NodeProcess {
     // Fronts to open on ephemeral ports, by flag prefix: "grpc" adds
     // --grpc-port 0 --grpc-port-file; FrontPort("grpc") then reads it.
     std::vector<std::string> fronts;
+    // Added to the environment the harness runs in, "NAME=value" each (e.g.
+    // libfaketime's, for a node whose clock is off).
+    std::vector<std::string> env;
   };
 
   static Status Spawn(const Options& options, std::unique_ptr<NodeProcess>* process);

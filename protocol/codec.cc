@@ -228,6 +228,8 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
     out.heartbeat = member.getHeartbeat();
     out.last_heard_ms_ago = member.getLastHeardMsAgo();
     out.lag_ms = member.getLagMs();
+    out.clock_offset_known = member.getClockOffsetKnown();
+    out.clock_offset_ms = member.getClockOffsetMs();
   }
   return stats;
 }
@@ -408,6 +410,8 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
     members[i].setHeartbeat(member.heartbeat);
     members[i].setLastHeardMsAgo(member.last_heard_ms_ago);
     members[i].setLagMs(member.lag_ms);
+    members[i].setClockOffsetKnown(member.clock_offset_known);
+    members[i].setClockOffsetMs(member.clock_offset_ms);
   }
 }
 

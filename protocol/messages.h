@@ -118,6 +118,9 @@ struct MemberStatus {
   uint64_t heartbeat = 0;
   uint64_t last_heard_ms_ago = 0;  // since its heartbeat last advanced here
   int64_t lag_ms = 0;  // age of that heartbeat when it arrived (wall clocks: skew included)
+  // Its wall clock minus this node's (membership.h), once heard from it directly.
+  bool clock_offset_known = false;
+  int64_t clock_offset_ms = 0;
 };
 
 struct StatsReply {

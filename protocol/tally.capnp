@@ -191,6 +191,8 @@ struct MemberStatus {
   heartbeat @4 :UInt64;
   lastHeardMsAgo @5 :UInt64;
   lagMs @6 :Int64;
+  clockOffsetKnown @7 :Bool;  # heard from it directly: clockOffsetMs is its clock minus ours
+  clockOffsetMs @8 :Int64;
 }
 
 # --- Peer protocol ----------------------------------------------------------

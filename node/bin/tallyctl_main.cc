@@ -129,13 +129,15 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
   if (json) {
     Json members = Json::array(), links = Json::array(), peers = Json::array();
     for (const tally::protocol::MemberStatus& m : s.members) {
-      members.push_back(Json{{"node_id", m.node_id},
-                             {"address", m.address},
-                             {"state", MemberStateName(m.state)},
-                             {"incarnation", m.incarnation},
-                             {"heartbeat", m.heartbeat},
-                             {"last_heard_ms_ago", m.last_heard_ms_ago},
-                             {"lag_ms", m.lag_ms}});
+      members.push_back(Json{
+          {"node_id", m.node_id},
+          {"address", m.address},
+          {"state", MemberStateName(m.state)},
+          {"incarnation", m.incarnation},
+          {"heartbeat", m.heartbeat},
+          {"last_heard_ms_ago", m.last_heard_ms_ago},
+          {"lag_ms", m.lag_ms},
+          {"clock_offset_ms", m.clock_offset_known ? Json(m.clock_offset_ms) : Json(nullptr)}});
     }
     for (const tally::protocol::PeerLinkStatus& l : s.peer_links) {
       links.push_back(Json{{"address", l.address},
@@ -156,13 +158,15 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
     PrintJson(Json{{"members", members}, {"links", links}, {"peers", peers}});
     return kExitAllowed;
   }
-  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s\n", "node", "address",
-              "state", "last_heard_ms", "lag_ms", "heartbeat");
+  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s %15s\n", "node",
+              "address", "state", "last_heard_ms", "lag_ms", "heartbeat", "clock_offset_ms");
   for (const tally::protocol::MemberStatus& member : s.members) {
-    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu\n", ull(member.node_id),
+    const std::string offset =
+        member.clock_offset_known ? std::to_string(member.clock_offset_ms) : "-";
+    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu %15s\n", ull(member.node_id),
                 member.address.c_str(), std::string(MemberStateName(member.state)).c_str(),
                 ull(member.last_heard_ms_ago), static_cast<long long>(member.lag_ms),
-                ull(member.heartbeat));
+                ull(member.heartbeat), offset.c_str());
   }
   std::printf("links (this node's state to):\n%-24s %-5s %-20s %12s %10s %6s %8s\n", "address",
               "up", "node", "bytes_sent", "queued", "syncs", "connects");

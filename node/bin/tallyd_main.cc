@@ -185,6 +185,11 @@ int main(int argc, char** argv) {
                  "... and dead after this long (it still counts for the limits until it leaves)")
       ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
+  app.add_option("--max-clock-offset-ms", gossip_options.max_clock_offset_ms,
+                 "Warn in the log when a member's clock is off this node's by more (windows are "
+                 "aligned to wall clocks; offsets are in stats and tallyctl cluster)")
+      ->check(tally::bin::InRange(1, kHourMs))
+      ->capture_default_str();
   app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
                  "At start, wait at most this long to join and for every live member's full "
                  "sync before serving")

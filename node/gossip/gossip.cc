@@ -145,6 +145,7 @@ struct Gossip::Impl {
   void FollowMembership(int64_t now_ms) {
     std::map<NodeId, std::string> members;  // the others that have not left: their addresses
     std::vector<protocol::MemberStatus> changes;
+    std::vector<protocol::MemberStatus> clock_changes;
     size_t cluster_size = 1;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -153,8 +154,11 @@ struct Gossip::Impl {
         members[record.node_id] = record.address;
       }
       changes = shared.membership->TakeChanges(now_ms);
+      clock_changes =
+          shared.membership->TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
       cluster_size = shared.membership->cluster_size();
     }
+    for (const protocol::MemberStatus& change : clock_changes) LogClockChange(change);
     for (const protocol::MemberStatus& change : changes) {
       LogChange(change);
       const auto link = links.find(change.address);
@@ -231,6 +235,22 @@ struct Gossip::Impl {
                    member.address, state, member.last_heard_ms_ago);
     } else {
       spdlog::info("member node {} ({}) is {}", member.node_id, member.address, state);
+    }
+  }
+
+  void LogClockChange(const protocol::MemberStatus& member) {
+    const int64_t offset_ms = member.clock_offset_ms;
+    if (offset_ms > shared.options.max_clock_offset_ms ||
+        offset_ms < -shared.options.max_clock_offset_ms) {
+      spdlog::warn(
+          "member node {} ({}): its clock is {} ms {} this node's, more than "
+          "--max-clock-offset-ms {}: windows are aligned to each node's wall clock, so the "
+          "nodes count into different windows near window ends (keep clocks in sync with NTP)",
+          member.node_id, member.address, offset_ms > 0 ? offset_ms : -offset_ms,
+          offset_ms > 0 ? "ahead of" : "behind", shared.options.max_clock_offset_ms);
+    } else {
+      spdlog::info("member node {} ({}): its clock is within {} ms of this node's again",
+                   member.node_id, member.address, shared.options.max_clock_offset_ms);
     }
   }
 

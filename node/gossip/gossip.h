@@ -89,6 +89,8 @@ class Gossip {
     int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
     int64_t suspect_after_ms = 1'000;      // without a newer heartbeat
     int64_t dead_after_ms = 3'000;
+    // A member whose clock is off this node's by more is warned about in the log.
+    int64_t max_clock_offset_ms = 100;
     int64_t full_sync_interval_ms = 30'000;
     int64_t heartbeat_ms = 1'000;
     int64_t idle_timeout_ms = 5'000;

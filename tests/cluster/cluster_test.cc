@@ -330,7 +330,8 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
         "--cluster-secret-file", dir.Path("secret")},
        "",
        /*gossip_port=*/true,
-       /*fronts=*/{}},
+       /*fronts=*/{},
+       /*env=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
@@ -403,7 +404,8 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
                 "--recovery-timeout-ms", "500", "--cluster-secret-file", dir.Path("wrong")},
                "",
                /*gossip_port=*/true,
-               /*fronts=*/{}},
+               /*fronts=*/{},
+               /*env=*/{}},
               &outsider)
               .ok());
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};

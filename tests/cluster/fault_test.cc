@@ -6,6 +6,8 @@
 // Each scenario runs a few 1 s windows and is bounded in time.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,10 +45,12 @@ bool SkipUnderSanitizers() {
   return testing::kSanitized;
 }
 
-std::unique_ptr<LocalCluster> StartCluster(size_t nodes) {
+std::unique_ptr<LocalCluster> StartCluster(size_t nodes,
+                                           std::map<size_t, std::vector<std::string>> env = {}) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
   options.nodes = nodes;
+  options.node_env = std::move(env);
   std::unique_ptr<LocalCluster> cluster;
   const Status status = LocalCluster::Start(options, &cluster);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
@@ -77,13 +81,16 @@ class Demand {
     if (thread_.joinable()) thread_.join();
   }
 
-  HistoryVerdict Check(HistoryBound bound) {
+  // by_sent_time: windows of the driver's clock (BySentWindow), not the nodes'.
+  HistoryVerdict Check(HistoryBound bound, bool by_sent_time = false) {
     thread_.join();
     REQUIRE_MESSAGE(status_.ok(), status_.ToString());
     bound.limit = kLimit;
     bound.window_ms = kWindowMs;
+    std::vector<cluster::Observed> history = history_.Sorted();
+    if (by_sent_time) history = cluster::BySentWindow(std::move(history), kWindowMs);
     // Most windows get ~kDemand checks; fewer means a window the run only grazed.
-    const HistoryVerdict verdict = CheckFixedWindow(history_.Sorted(), bound, kDemand / 2);
+    const HistoryVerdict verdict = CheckFixedWindow(history, bound, kDemand / 2);
     MESSAGE(verdict.Table());
     for (const std::string& violation : verdict.violations) FAIL_CHECK(violation);
     return verdict;
@@ -231,6 +238,53 @@ TEST_CASE("faults: two of five nodes killed at once, then restarted") {
   demand.Check(HistoryBound{.staleness_ms = kHealthyStalenessMs, .deciders = 5});
   Mark(*cluster, "killed-view");
   MESSAGE("one view " << MsToOneView(*cluster, "killed-view") << " ms after the restarts");
+}
+
+// A node whose clock is off (libfaketime, as Debian ships it, shifts its
+// wall clock and leaves its monotonic one alone) by 0, 100, 500 and 2000 ms:
+// the others estimate the offset from its heartbeats and, beyond
+// --max-clock-offset-ms (100), warn; clients see windows of the true clock,
+// in which the node ahead spends its next window's limit while the others
+// spend the current one's (more than a window ahead, its counts are refused,
+// ARCHITECTURE.md invariant 5, and it decides alone), each side overshooting
+// by what arrives while its view is stale: at most three limits a window.
+TEST_CASE("faults: a node whose clock is ahead") {
+  if (SkipUnderSanitizers()) return;
+  constexpr char kFaketime[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+  if (!std::filesystem::exists(kFaketime)) {
+    MESSAGE("skipped: no libfaketime (Debian package libfaketime)");
+    return;
+  }
+  for (const int64_t skew_ms : {0, 100, 500, 2'000}) {
+    CAPTURE(skew_ms);
+    auto cluster =
+        StartCluster(3, {{2,
+                          {std::string("LD_PRELOAD=") + kFaketime, "DONT_FAKE_MONOTONIC=1",
+                           "FAKETIME=+" + std::to_string(static_cast<double>(skew_ms) / 1'000)}}});
+    // Node 0's estimate of node 2's (node id 3) offset, within delivery time.
+    int64_t estimate_ms = 0;
+    REQUIRE(testing::PollUntil([&] {
+      protocol::StatsReply stats;
+      if (!cluster->Stats(0, &stats).ok()) return false;
+      for (const protocol::MemberStatus& member : stats.members) {
+        if (member.node_id != 3 || !member.clock_offset_known) continue;
+        estimate_ms = member.clock_offset_ms;
+        return estimate_ms > skew_ms - 60 && estimate_ms <= skew_ms + 5;
+      }
+      return false;
+    }));
+    const bool warned = testing::PollUntil(
+        [&] { return cluster->process(0).Log().find("its clock is") != std::string::npos; },
+        skew_ms > 100 ? 5'000 : 0);
+    CHECK(warned == (skew_ms > 100));
+    const HistoryVerdict verdict =
+        Demand(*cluster, "skew", 4)
+            .Check(HistoryBound{.staleness_ms = kWindowMs, .deciders = 3, .floor = false},
+                   /*by_sent_time=*/true);
+    MESSAGE("node 2 " << skew_ms << " ms ahead (estimated " << estimate_ms
+                      << " ms): admitted / central per window of the true clock, mean "
+                      << verdict.mean_ratio << ", worst " << verdict.worst_ratio);
+  }
 }
 
 }  // namespace

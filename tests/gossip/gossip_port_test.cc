@@ -46,7 +46,7 @@ struct GossipNode {
     args.insert(args.end(), {"--node-id", "5", "--memory-only", "--cluster-secret-file",
                              dir.Path("secret"), "--recovery-timeout-ms", "0"});
     const Status started = TallydProcess::Start(
-        {TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}}, &process);
+        {TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}, /*env=*/{}}, &process);
     REQUIRE_MESSAGE(started.ok(), started.ToString());
     REQUIRE(process->WaitForGossipPort(1'000).ok());
     REQUIRE(process->Connect(&client).ok());

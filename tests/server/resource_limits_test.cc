@@ -64,7 +64,8 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
        {"--memory-only", "--cluster-secret-file", dir.Path("secret"), "--recovery-timeout-ms", "0"},
        "",
        /*gossip_port=*/true,
-       /*fronts=*/{}},
+       /*fronts=*/{},
+       /*env=*/{}},
       &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
