@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cluster/link_proxy.h"
+#include "cluster/netns.h"
 #include "cluster/node_process.h"
 #include "node/common/status.h"
 #include "protocol/client.h"
@@ -50,6 +51,10 @@ class LocalCluster {
     std::map<size_t, std::vector<std::string>> node_env;  // by node: NodeProcess::Options::env
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
     std::string root;                     // empty: a new temporary directory, removed at the end
+    // Each node in a network namespace of its own with a real address
+    // (cluster/netns.h; needs root), gossiping directly, no proxies: Cut,
+    // CutOneWay and Heal are nftables rules; SetLinkFaults is not available.
+    bool netns = false;
     int start_timeout_ms = 20'000;
   };
 
@@ -86,7 +91,7 @@ class LocalCluster {
   void CutOneWay(size_t from, size_t to);
   void Heal();
   // Delay and loss on the path on which `from` sends to `to` (ProxyHub::
-  // SetFaults); a default LinkFaults mends it.
+  // SetFaults); a default LinkFaults mends it. (Not with netns: nothing.)
   void SetLinkFaults(size_t from, size_t to, const LinkFaults& faults);
 
   // Until every running node has all its links up, every running peer's
@@ -106,7 +111,8 @@ class LocalCluster {
   const Options options_;
   const std::string root_;
   const bool owns_root_;
-  std::unique_ptr<ProxyHub> hub_;      // gossip only
+  std::unique_ptr<ProxyHub> hub_;      // gossip on loopback only
+  std::unique_ptr<NetnsLab> lab_;      // netns only
   std::vector<uint16_t> proxy_ports_;  // by node: where the others reach it
   std::vector<size_t> proxy_ids_;
   // The pointers are replaced by the driving thread only (a restart), under

@@ -90,12 +90,12 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
     if (ec) return Status::IOError("cannot create " + directory + ": " + ec.message());
   }
   for (const char* file : {"/port", "/gossip-port"}) std::filesystem::remove(directory + file);
-  std::vector<std::string> argv = {
-      options.tallyd_path, "--address",         "127.0.0.1", "--port", "0",
-      "--port-file",       directory + "/port", "--threads", "2"};
+  std::vector<std::string> argv = options.exec_prefix;
+  argv.insert(argv.end(), {options.tallyd_path, "--address", options.address, "--port", "0",
+                           "--port-file", directory + "/port", "--threads", "2"});
   if (options.gossip_port) {
-    argv.insert(argv.end(),
-                {"--gossip-port", "0", "--gossip-port-file", directory + "/gossip-port"});
+    argv.insert(argv.end(), {"--gossip-port", std::to_string(options.gossip_port_number),
+                             "--gossip-port-file", directory + "/gossip-port"});
   }
   for (const std::string& front : options.fronts) {
     std::filesystem::remove(directory + "/" + front + "-port");
@@ -111,7 +111,7 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
   argv.insert(argv.end(), options.args.begin(), options.args.end());
   const pid_t pid = ForkExec(argv, "", directory + "/stderr.log", options.env);
   if (pid < 0) return Status::IOError("fork failed");
-  process->reset(new NodeProcess(pid, directory, owns_directory));
+  process->reset(new NodeProcess(pid, directory, owns_directory, options.address));
   return Status::OK();
 }
 
@@ -163,7 +163,7 @@ NodeProcess::~NodeProcess() {
 
 protocol::Client::Options NodeProcess::client_options() const {
   protocol::Client::Options options;
-  options.host = "127.0.0.1";
+  options.host = address_;
   options.port = port_;
   options.timeout_ms = 5'000;
   return options;

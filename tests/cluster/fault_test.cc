@@ -18,6 +18,7 @@
 #include "cluster/demand.h"
 #include "cluster/history.h"
 #include "cluster/local_cluster.h"
+#include "cluster/netns.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
 #include "tests/support/sanitizers.h"
@@ -46,11 +47,13 @@ bool SkipUnderSanitizers() {
 }
 
 std::unique_ptr<LocalCluster> StartCluster(size_t nodes,
-                                           std::map<size_t, std::vector<std::string>> env = {}) {
+                                           std::map<size_t, std::vector<std::string>> env = {},
+                                           bool netns = false) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
   options.nodes = nodes;
   options.node_env = std::move(env);
+  options.netns = netns;
   std::unique_ptr<LocalCluster> cluster;
   const Status status = LocalCluster::Start(options, &cluster);
   REQUIRE_MESSAGE(status.ok(), status.ToString());
@@ -285,6 +288,42 @@ TEST_CASE("faults: a node whose clock is ahead") {
                       << " ms): admitted / central per window of the true clock, mean "
                       << verdict.mean_ratio << ", worst " << verdict.worst_ratio);
   }
+}
+
+// Whether nodes can run in network namespaces here; if not, says why.
+bool NetnsAvailable() {
+  const Status available = cluster::NetnsLab::Available();
+  if (!available.ok()) MESSAGE("skipped: " << available.ToString());
+  return available.ok();
+}
+
+// Three nodes in network namespaces on a private subnet; nftables drops
+// what node 2 and node 0 send each other, while both still reach node 1
+// (which does not relay state between full syncs): two views, never worse
+// than two limits; one view once the rules go.
+TEST_CASE("faults (netns): a node cut off from one peer but not the other") {
+  if (SkipUnderSanitizers() || !NetnsAvailable()) return;
+  auto cluster = StartCluster(3, {}, /*netns=*/true);
+  cluster->Cut({2}, {0});
+  Demand(*cluster, "netns-partial", 3)
+      .Check(HistoryBound{.staleness_ms = kWindowMs, .deciders = 2});
+  Mark(*cluster, "netns-partial-view");
+  cluster->Heal();
+  MESSAGE("one view " << MsToOneView(*cluster, "netns-partial-view") << " ms after the heal");
+}
+
+// nftables drops every packet node 0 sends node 1 (a one-way partition at
+// the IP level): node 1 no longer hears node 0, and node 0's connections
+// with node 1 stall (their acknowledgements are lost) until the rule goes.
+TEST_CASE("faults (netns): a one-way partition by nftables") {
+  if (SkipUnderSanitizers() || !NetnsAvailable()) return;
+  auto cluster = StartCluster(3, {}, /*netns=*/true);
+  cluster->CutOneWay(0, 1);
+  Demand(*cluster, "netns-one-way", 3)
+      .Check(HistoryBound{.staleness_ms = kWindowMs, .deciders = 2});
+  Mark(*cluster, "netns-one-way-view");
+  cluster->Heal();
+  MESSAGE("one view " << MsToOneView(*cluster, "netns-one-way-view") << " ms after the heal");
 }
 
 }  // namespace

@@ -58,15 +58,13 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
           doctest::skip(!testing::kSurvivesDescriptorExhaustion)) {
   testing::TempDir dir;
   std::ofstream(dir.Path("secret")) << "a secret the members share\n";
+  TallydProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--memory-only", "--cluster-secret-file", dir.Path("secret"),
+                  "--recovery-timeout-ms", "0"};
+  options.gossip_port = true;
   std::unique_ptr<TallydProcess> node;
-  const Status started = TallydProcess::Start(
-      {TALLYD_PATH,
-       {"--memory-only", "--cluster-secret-file", dir.Path("secret"), "--recovery-timeout-ms", "0"},
-       "",
-       /*gossip_port=*/true,
-       /*fronts=*/{},
-       /*env=*/{}},
-      &node);
+  const Status started = TallydProcess::Start(options, &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
   std::unique_ptr<protocol::Client> open_before;
