@@ -302,8 +302,12 @@ Status Store::Commit(Run* run) {
   return Status::OK();
 }
 
-Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats) {
+Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
+                   const std::function<void(const LoadProgress&)>& progress) {
   *stats = LoadStats();
+  uint64_t parts_estimate = 0;  // every key but the metadata is a part
+  if (progress) db_->GetIntProperty("rocksdb.estimate-num-keys", &parts_estimate);
+  uint64_t parts_read = 0;
   std::string encoded;
   const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCheckpointKey, &encoded);
   if (!read.ok() && !read.IsNotFound()) return FromRocks(read, "reading " + options_.path);
@@ -343,6 +347,11 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
         value.size();
     if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
       stats->corrupt += unframed;
+    }
+    if (progress) {
+      ++parts_read;
+      const uint64_t parts = std::max(parts_read, parts_estimate);
+      progress({stats->records, stats->records * parts / parts_read});
     }
   }
   return FromRocks(it->status(), "reading " + options_.path);

@@ -142,9 +142,19 @@ class Store {
     // a salvage of the write-ahead log dropped.
     std::vector<std::pair<uint64_t, uint64_t>> missing_runs;
   };
+  // How far a Load is: records read so far, and an estimate of how many it
+  // reads in all (RocksDB's estimate of the parts it holds, times the
+  // records per part read so far: a checkpoint's range-deleted runs, until
+  // compacted, make it high).
+  struct LoadProgress {
+    uint64_t records = 0;
+    uint64_t estimated_records = 0;
+  };
   // Calls restore(snapshot) for every record that has not expired: the newest
-  // checkpoint's, then those of later runs, oldest first.
-  Status Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats);
+  // checkpoint's, then those of later runs, oldest first; and progress (if
+  // set) after each part (about 1 MiB of records).
+  Status Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
+              const std::function<void(const LoadProgress&)>& progress = {});
 
   // Compacts the whole database, which frees the space of deleted runs now.
   Status Compact();
