@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--peers", peers)->capture_default_str();
   app.add_option("--renders", renders)->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::err);  // the peers' comings and goings are not the figures
 
   // This node and its peers, all on loopback; the peers join through it.
   std::vector<std::unique_ptr<Node>> nodes;
@@ -94,7 +96,16 @@ int main(int argc, char** argv) {
     nodes[i]->gossip->Start();
   }
   Node& node = *nodes[0];
-  if (peers > 0) node.gossip->WaitForRecovery(10'000);
+  // Every link up and every peer heard from, so that both measurements see the whole cluster.
+  const auto joined_deadline = Clock::now() + std::chrono::seconds(30);
+  for (tally::protocol::StatsReply stats; Clock::now() < joined_deadline;) {
+    stats = tally::protocol::StatsReply();
+    node.gossip->AddStats(&stats);
+    const bool all_up = std::all_of(stats.peer_links.begin(), stats.peer_links.end(),
+                                    [](const auto& link) { return link.up; });
+    if (stats.peer_links.size() >= peers && stats.peer_nodes.size() >= peers && all_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 
   // As tallyd wires them: the server's stats with the gossip's added.
   tally::Server::Options server_options;
@@ -105,7 +116,9 @@ int main(int argc, char** argv) {
   tally::Server server(server_options, &node.limiter, tally::SystemClock::Default());
   tally::FrontCounters grpc(tally::FrontCounters::kThreadStripes,
                             tally::FrontCounters::Writers::kAny);
-  tally::Metrics metrics({.stats = [&server] { return server.Stats(); }});
+  tally::Metrics::Sources sources;
+  sources.stats = [&server] { return server.Stats(); };
+  tally::Metrics metrics(sources);
   metrics.AddFront("protocol", &server.protocol_counters());
   metrics.AddFront("grpc", &grpc);
 
@@ -115,7 +128,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> names(1'000);
   std::vector<tally::Limiter::CheckRequest> batch(names.size());
   std::vector<tally::Limiter::CheckResult> results(names.size());
-  const tally::LimitSpec spec{tally::Algorithm::kSlidingCounter, 100, 3'600'000};
+  const tally::LimitSpec spec{tally::Algorithm::kSlidingWindowCounter, 100, 3'600'000};
   for (uint64_t next = 0; next < keys;) {
     const size_t count = static_cast<size_t>(std::min<uint64_t>(names.size(), keys - next));
     for (size_t i = 0; i < count; ++i) {
@@ -125,7 +138,13 @@ int main(int argc, char** argv) {
     node.limiter.CheckBatch(std::span(batch).first(count), std::span(results).first(count));
     next += count;
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the deltas go out
+  // Measure once the peers hold the keys too: replication done, the node quiet again.
+  const auto settle_deadline = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < settle_deadline &&
+         std::any_of(nodes.begin() + 1, nodes.end(),
+                     [&](const auto& peer) { return peer->limiter.key_count() < keys; })) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   figures.push_back(Measure(metrics, node.limiter.key_count(), peers, renders));
 
   std::printf("\n%10s %6s %8s %6s %9s %9s %9s %9s\n", "keys", "peers", "bytes", "lines", "mean_us",
