@@ -32,11 +32,6 @@ void Families::Histogram(const std::string& name, const std::string& help) {
   Start(name, help, prometheus::MetricType::Histogram);
 }
 
-void Families::Counter(const std::string& name, const std::string& help, double value) {
-  Counter(name, help);
-  Add(value);
-}
-
 void Families::Gauge(const std::string& name, const std::string& help, double value) {
   Gauge(name, help);
   Add(value);
@@ -76,125 +71,126 @@ std::vector<prometheus::MetricFamily> Families::Take() {
   return taken;
 }
 
+void Families::Named(const std::string& name, const std::string& help) {
+  if (name.ends_with("_total")) {
+    Counter(name, help);
+  } else {
+    Gauge(name, help);
+  }
+}
+
 void AddStatsFamilies(const protocol::StatsReply& s, Families* f) {
-  f->Gauge("tally_uptime_seconds", "Time since the node started", Seconds(s.uptime_ms));
-  f->Gauge("tally_keys", "Keys (limits of a key) held in memory", static_cast<double>(s.keys));
-  f->Gauge("tally_connections_open", "Client connections open, on every front's port",
-           static_cast<double>(s.connections_open));
-  f->Counter("tally_connections_accepted_total", "Client connections accepted",
-             static_cast<double>(s.connections_total));
-
-  f->Gauge("tally_restore_duration_seconds", "How long the node took to restore its counters",
-           Seconds(s.restore_ms));
-  f->Gauge("tally_restored_keys", "Keys restored from disk at start",
-           static_cast<double>(s.keys_restored));
-  f->Counter("tally_storage_flushes_total", "Runs of changed counters written to RocksDB",
-             static_cast<double>(s.storage_flushes));
-  f->Counter("tally_storage_checkpoints_total", "Checkpoints written (every live key)",
-             static_cast<double>(s.storage_checkpoints));
-  f->Counter("tally_storage_written_keys_total", "Keys written in flushes and checkpoints",
-             static_cast<double>(s.storage_keys_written));
-  f->Counter("tally_storage_write_errors_total", "Writes to RocksDB that failed",
-             static_cast<double>(s.storage_write_errors));
-  f->Gauge("tally_storage_disk_bytes", "Size of the data directory",
-           static_cast<double>(s.storage_disk_bytes));
-  f->Gauge("tally_storage_degraded",
-           "1 while the last write failed and the node serves from memory",
-           s.storage_degraded ? 1 : 0);
-
-  f->Gauge("tally_policy_domains", "Domains in the policies in force",
-           static_cast<double>(s.policy_domains));
-  f->Gauge("tally_policy_rules", "Limits in the policies in force",
-           static_cast<double>(s.policy_rules));
-  f->Counter("tally_policy_reloads_total", "Policy sets that took effect, the first included",
-             static_cast<double>(s.policy_reloads));
-  f->Counter("tally_policy_reload_failures_total",
-             "Policy reloads refused (the previous set stayed)",
-             static_cast<double>(s.policy_reload_failures));
-  f->Counter("tally_grpc_calls_total", "ShouldRateLimit calls answered with an OK status",
-             static_cast<double>(s.grpc_requests));
-  f->Counter("tally_grpc_over_limit_calls_total", "ShouldRateLimit calls answered OVER_LIMIT",
-             static_cast<double>(s.grpc_over_limit));
-  f->Counter("tally_grpc_refused_calls_total", "ShouldRateLimit calls answered with an error",
-             static_cast<double>(s.grpc_refused));
-
-  f->Gauge("tally_recovery_duration_seconds",
-           "How long the node waited at start for its peers' full syncs", Seconds(s.recovery_ms));
-  f->Gauge("tally_recovery_synced_peers", "Peers whose full sync arrived during that wait",
-           static_cast<double>(s.recovery_peers_synced));
-  struct Total {
-    const char* name;
+  const auto count = [](uint64_t value) { return static_cast<double>(value); };
+  struct Scalar {
+    const char* name;  // a counter when it ends in _total, else a gauge
     const char* help;
-    uint64_t value;
+    double value;
   };
-  const std::array<Total, 10> gossip = {{
-      {"rounds", "Gossip rounds (a delta to every link each interval)", s.gossip_rounds},
-      {"sent_bytes", "Bytes sent on every gossip link", s.gossip_bytes_sent},
-      {"received_bytes", "Bytes received from every peer", s.gossip_bytes_received},
-      {"delta_sent_bytes", "Bytes of delta frames sent, summed over the links",
-       s.gossip_delta_bytes_sent},
-      {"delta_sent_entries", "Key entries in delta frames sent, summed over the links",
-       s.gossip_delta_entries_sent},
-      {"full_syncs_sent", "Full syncs sent to peers", s.gossip_full_syncs_sent},
-      {"full_syncs_received", "Full syncs received from peers", s.gossip_full_syncs_received},
-      {"merged_entries", "Entries from peers merged into the engine", s.gossip_entries_merged},
-      {"rejected_entries", "Entries from peers the engine refused (bad key, order, skew, cap)",
-       s.gossip_entries_rejected},
-      {"refused_sessions", "Gossip sessions closed for garbage, a bad hello or silence",
-       s.gossip_sessions_refused},
-  }};
-  for (const Total& total : gossip) {
-    f->Counter(std::string("tally_gossip_") + total.name + "_total", total.help,
-               static_cast<double>(total.value));
+  const Scalar scalars[] = {
+      {"tally_uptime_seconds", "Time since the node started", Seconds(s.uptime_ms)},
+      {"tally_keys", "Keys (limits of a key) held in memory", count(s.keys)},
+      {"tally_connections_open", "Client connections open, on every front's port",
+       count(s.connections_open)},
+      {"tally_connections_accepted_total", "Client connections accepted",
+       count(s.connections_total)},
+      {"tally_restore_duration_seconds", "How long the node took to restore its counters",
+       Seconds(s.restore_ms)},
+      {"tally_restored_keys", "Keys restored from disk at start", count(s.keys_restored)},
+      {"tally_storage_flushes_total", "Runs of changed counters written to RocksDB",
+       count(s.storage_flushes)},
+      {"tally_storage_checkpoints_total", "Checkpoints written (every live key)",
+       count(s.storage_checkpoints)},
+      {"tally_storage_written_keys_total", "Keys written in flushes and checkpoints",
+       count(s.storage_keys_written)},
+      {"tally_storage_write_errors_total", "Writes to RocksDB that failed",
+       count(s.storage_write_errors)},
+      {"tally_storage_disk_bytes", "Size of the data directory", count(s.storage_disk_bytes)},
+      {"tally_storage_degraded", "1 while the last write failed and the node serves from memory",
+       s.storage_degraded ? 1.0 : 0.0},
+      {"tally_policy_domains", "Domains in the policies in force", count(s.policy_domains)},
+      {"tally_policy_rules", "Limits in the policies in force", count(s.policy_rules)},
+      {"tally_policy_reloads_total", "Policy sets that took effect, the first included",
+       count(s.policy_reloads)},
+      {"tally_policy_reload_failures_total", "Policy reloads refused (the previous set stayed)",
+       count(s.policy_reload_failures)},
+      {"tally_grpc_calls_total", "ShouldRateLimit calls answered with an OK status",
+       count(s.grpc_requests)},
+      {"tally_grpc_over_limit_calls_total", "ShouldRateLimit calls answered OVER_LIMIT",
+       count(s.grpc_over_limit)},
+      {"tally_grpc_refused_calls_total", "ShouldRateLimit calls answered with an error",
+       count(s.grpc_refused)},
+      {"tally_recovery_duration_seconds",
+       "How long the node waited at start for its peers' full syncs", Seconds(s.recovery_ms)},
+      {"tally_recovery_synced_peers", "Peers whose full sync arrived during that wait",
+       count(s.recovery_peers_synced)},
+      {"tally_gossip_rounds_total", "Gossip rounds (a delta to every link each interval)",
+       count(s.gossip_rounds)},
+      {"tally_gossip_sent_bytes_total", "Bytes sent on every gossip link",
+       count(s.gossip_bytes_sent)},
+      {"tally_gossip_received_bytes_total", "Bytes received from every peer",
+       count(s.gossip_bytes_received)},
+      {"tally_gossip_delta_sent_bytes_total", "Bytes of delta frames sent, summed over the links",
+       count(s.gossip_delta_bytes_sent)},
+      {"tally_gossip_delta_sent_entries_total",
+       "Key entries in delta frames sent, summed over the links",
+       count(s.gossip_delta_entries_sent)},
+      {"tally_gossip_full_syncs_sent_total", "Full syncs sent to peers",
+       count(s.gossip_full_syncs_sent)},
+      {"tally_gossip_full_syncs_received_total", "Full syncs received from peers",
+       count(s.gossip_full_syncs_received)},
+      {"tally_gossip_merged_entries_total", "Entries from peers merged into the engine",
+       count(s.gossip_entries_merged)},
+      {"tally_gossip_rejected_entries_total",
+       "Entries from peers the engine refused (bad key, order, skew, cap)",
+       count(s.gossip_entries_rejected)},
+      {"tally_gossip_refused_sessions_total",
+       "Gossip sessions closed for garbage, a bad hello or silence",
+       count(s.gossip_sessions_refused)},
+  };
+  for (const Scalar& scalar : scalars) {
+    f->Named(scalar.name, scalar.help);
+    f->Add(scalar.value);
   }
 
-  // Per outgoing link: this node's state to a peer.
-  const auto link_labels = [](const protocol::PeerLinkStatus& link) {
-    return Labels{{"address", link.address}, {"node", std::to_string(link.node_id)}};
+  // Per outgoing link (this node's state to a peer), and per peer sending here.
+  using Link = protocol::PeerLinkStatus;
+  using Peer = protocol::PeerNodeStatus;
+  const std::pair<Scalar, double (*)(const Link&)> link_families[] = {
+      {{"tally_gossip_link_up", "1 while the link to the peer is connected and past its hello", 0},
+       [](const Link& l) { return l.up ? 1.0 : 0.0; }},
+      {{"tally_gossip_link_sent_bytes_total", "Bytes this node sent on the link", 0},
+       [](const Link& l) { return static_cast<double>(l.bytes_sent); }},
+      {{"tally_gossip_link_queued_bytes", "Bytes waiting to be sent on the link", 0},
+       [](const Link& l) { return static_cast<double>(l.queued_bytes); }},
+      {{"tally_gossip_link_full_syncs_sent_total", "Full syncs this node sent on the link", 0},
+       [](const Link& l) { return static_cast<double>(l.full_syncs_sent); }},
+      {{"tally_gossip_link_connects_total", "Times the link connected", 0},
+       [](const Link& l) { return static_cast<double>(l.connects); }},
+      {{"tally_gossip_link_lag_seconds",
+        "How long the peer has lacked some of what this node sent it (0: nothing queued)", 0},
+       [](const Link& l) { return Seconds(l.lag_ms); }},
   };
-  const std::vector<std::pair<std::string, std::string>> link_families = {
-      {"tally_gossip_link_up", "1 while the link to the peer is connected and past its hello"},
-      {"tally_gossip_link_sent_bytes_total", "Bytes this node sent on the link"},
-      {"tally_gossip_link_queued_bytes", "Bytes waiting to be sent on the link"},
-      {"tally_gossip_link_full_syncs_sent_total", "Full syncs this node sent on the link"},
-      {"tally_gossip_link_connects_total", "Times the link connected"},
-      {"tally_gossip_link_lag_seconds",
-       "How long the peer has lacked some of what this node sent it (0: nothing queued)"},
-  };
-  for (size_t which = 0; which < link_families.size(); ++which) {
-    const auto& [name, help] = link_families[which];
-    if (name.ends_with("_total")) {
-      f->Counter(name, help);
-    } else {
-      f->Gauge(name, help);
-    }
-    for (const protocol::PeerLinkStatus& link : s.peer_links) {
-      const std::array<double, 6> values = {link.up ? 1.0 : 0.0,
-                                            static_cast<double>(link.bytes_sent),
-                                            static_cast<double>(link.queued_bytes),
-                                            static_cast<double>(link.full_syncs_sent),
-                                            static_cast<double>(link.connects),
-                                            Seconds(link.lag_ms)};
-      f->Add(values[which], link_labels(link));
+  for (const auto& [family, value_of] : link_families) {
+    f->Named(family.name, family.help);
+    for (const Link& link : s.peer_links) {
+      f->Add(value_of(link), {{"address", link.address}, {"node", std::to_string(link.node_id)}});
     }
   }
-
-  // Per peer node whose state this node receives.
-  f->Gauge("tally_gossip_peer_connected", "1 while the peer has a session open to this node");
-  for (const auto& peer : s.peer_nodes) {
-    f->Add(peer.connected ? 1 : 0, {{"node", std::to_string(peer.node_id)}});
-  }
-  f->Gauge("tally_gossip_peer_last_heard_seconds", "Time since the peer last sent anything");
-  for (const auto& peer : s.peer_nodes) {
-    f->Add(Seconds(peer.last_heard_ms_ago), {{"node", std::to_string(peer.node_id)}});
-  }
-  f->Counter("tally_gossip_peer_full_syncs_received_total", "Full syncs received from the peer");
-  for (const auto& peer : s.peer_nodes) {
-    f->Add(static_cast<double>(peer.full_syncs), {{"node", std::to_string(peer.node_id)}});
-  }
-  f->Counter("tally_gossip_peer_merged_entries_total", "Entries from the peer merged here");
-  for (const auto& peer : s.peer_nodes) {
-    f->Add(static_cast<double>(peer.entries_merged), {{"node", std::to_string(peer.node_id)}});
+  const std::pair<Scalar, double (*)(const Peer&)> peer_families[] = {
+      {{"tally_gossip_peer_connected", "1 while the peer has a session open to this node", 0},
+       [](const Peer& p) { return p.connected ? 1.0 : 0.0; }},
+      {{"tally_gossip_peer_last_heard_seconds", "Time since the peer last sent anything", 0},
+       [](const Peer& p) { return Seconds(p.last_heard_ms_ago); }},
+      {{"tally_gossip_peer_full_syncs_received_total", "Full syncs received from the peer", 0},
+       [](const Peer& p) { return static_cast<double>(p.full_syncs); }},
+      {{"tally_gossip_peer_merged_entries_total", "Entries from the peer merged here", 0},
+       [](const Peer& p) { return static_cast<double>(p.entries_merged); }},
+  };
+  for (const auto& [family, value_of] : peer_families) {
+    f->Named(family.name, family.help);
+    for (const Peer& peer : s.peer_nodes) {
+      f->Add(value_of(peer), {{"node", std::to_string(peer.node_id)}});
+    }
   }
 
   // Members, as this node sees them (itself included).
@@ -204,9 +200,10 @@ void AddStatsFamilies(const protocol::StatsReply& s, Families* f) {
   if (!s.members.empty()) {
     f->Gauge("tally_members", "Members in each state, this node included");
     for (const protocol::MemberState state : kStates) {
-      const auto count = std::count_if(s.members.begin(), s.members.end(),
-                                       [&](const auto& member) { return member.state == state; });
-      f->Add(static_cast<double>(count), {{"state", std::string(MemberStateName(state))}});
+      const auto in_state =
+          std::count_if(s.members.begin(), s.members.end(),
+                        [&](const auto& member) { return member.state == state; });
+      f->Add(static_cast<double>(in_state), {{"state", std::string(MemberStateName(state))}});
     }
   }
   f->Gauge("tally_member_state", "1 for the state each member is in, 0 for the others");

@@ -23,6 +23,8 @@ class Families {
   void Counter(const std::string& name, const std::string& help);
   void Gauge(const std::string& name, const std::string& help);
   void Histogram(const std::string& name, const std::string& help);
+  // A counter when `name` ends in _total (Prometheus' rule), else a gauge.
+  void Named(const std::string& name, const std::string& help);
 
   // A sample of the current counter or gauge family.
   void Add(double value, Labels labels = {});
@@ -31,8 +33,7 @@ class Families {
   void AddHistogram(const std::vector<double>& bounds, const std::vector<uint64_t>& counts,
                     double sum, Labels labels);
 
-  // A counter or gauge family with one sample.
-  void Counter(const std::string& name, const std::string& help, double value);
+  // A gauge family with one sample.
   void Gauge(const std::string& name, const std::string& help, double value);
 
   std::vector<prometheus::MetricFamily> Take();
