@@ -305,8 +305,7 @@ Status Store::Commit(Run* run) {
 Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
                    const std::function<void(const LoadProgress&)>& progress) {
   *stats = LoadStats();
-  uint64_t parts_estimate = 0;  // every key but the metadata is a part
-  if (progress) db_->GetIntProperty("rocksdb.estimate-num-keys", &parts_estimate);
+  const uint64_t parts_to_read = progress ? CountParts() : 0;
   uint64_t parts_read = 0;
   std::string encoded;
   const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCheckpointKey, &encoded);
@@ -350,11 +349,25 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     }
     if (progress) {
       ++parts_read;
-      const uint64_t parts = std::max(parts_read, parts_estimate);
+      const uint64_t parts = std::max(parts_read, parts_to_read);
       progress({stats->records, stats->records * parts / parts_read});
     }
   }
   return FromRocks(it->status(), "reading " + options_.path);
+}
+
+uint64_t Store::CountParts() const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  uint64_t parts = 0;
+  uint64_t sequence = checkpoint_sequence_;
+  uint32_t part = 0;
+  for (it->Seek(RunKey(sequence, 0)); it->Valid(); it->Seek(RunKey(sequence + 1, 0))) {
+    if (!ParseRunKey(ToView(it->key()), &sequence, &part)) break;  // past the runs
+    it->SeekForPrev(RunKey(sequence, UINT32_MAX));                 // the run's last part
+    if (!it->Valid() || !ParseRunKey(ToView(it->key()), &sequence, &part)) break;
+    parts += uint64_t{part} + 1;
+  }
+  return parts;
 }
 
 Status Store::Compact() {

@@ -143,9 +143,10 @@ class Store {
     std::vector<std::pair<uint64_t, uint64_t>> missing_runs;
   };
   // How far a Load is: records read so far, and an estimate of how many it
-  // reads in all (RocksDB's estimate of the parts it holds, times the
-  // records per part read so far: a checkpoint's range-deleted runs, until
-  // compacted, make it high).
+  // reads in all: the parts to read (counted with two seeks per run before
+  // the Load starts) times the records per part read so far. Parts are full
+  // but for the last of each run, so many small runs since the checkpoint
+  // (after a crash) make the estimate high.
   struct LoadProgress {
     uint64_t records = 0;
     uint64_t estimated_records = 0;
@@ -173,6 +174,8 @@ class Store {
   // reserve given up if need be).
   Status CheckFreeSpace(uint64_t write_bytes);
   std::string ReservePath() const;
+  // The parts of the runs Load reads (from the checkpoint on).
+  uint64_t CountParts() const;
 
   const Options options_;
   std::unique_ptr<rocksdb::DB> db_;
