@@ -305,8 +305,6 @@ Status Store::Commit(Run* run) {
 Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
                    const std::function<void(const LoadProgress&)>& progress) {
   *stats = LoadStats();
-  const uint64_t parts_to_read = progress ? CountParts() : 0;
-  uint64_t parts_read = 0;
   std::string encoded;
   const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCheckpointKey, &encoded);
   if (!read.ok() && !read.IsNotFound()) return FromRocks(read, "reading " + options_.path);
@@ -316,6 +314,8 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
   checkpoint_sequence_ = read.ok() ? GetBigEndian(encoded) : 0;
   checkpoint_bytes_ = 0;
   bytes_since_checkpoint_ = 0;
+  const uint64_t parts_to_read = progress ? CountParts() : 0;  // from the checkpoint on
+  uint64_t parts_read = 0;
 
   const int64_t now_ms = options_.clock->WallMs();
   KeySnapshot snapshot;
