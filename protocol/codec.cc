@@ -210,6 +210,7 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
     out.queued_bytes = link.getQueuedBytes();
     out.full_syncs_sent = link.getFullSyncsSent();
     out.connects = link.getConnects();
+    out.lag_ms = link.getLagMs();
   }
   for (const auto node : in.getPeerNodes()) {
     PeerNodeStatus& out = stats.peer_nodes.emplace_back();
@@ -390,6 +391,7 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
     links[i].setQueuedBytes(link.queued_bytes);
     links[i].setFullSyncsSent(link.full_syncs_sent);
     links[i].setConnects(link.connects);
+    links[i].setLagMs(link.lag_ms);
   }
   auto nodes = out.initPeerNodes(static_cast<unsigned>(stats.peer_nodes.size()));
   for (unsigned i = 0; i < nodes.size(); ++i) {

@@ -83,6 +83,9 @@ struct PeerLinkStatus {
   uint64_t queued_bytes = 0;
   uint64_t full_syncs_sent = 0;
   uint64_t connects = 0;
+  // How long the peer has lacked some of what this node sent it: since the
+  // link's queue was last empty (0 when nothing is queued, or the link is down).
+  uint64_t lag_ms = 0;
 };
 
 // A peer whose state this node receives.

@@ -173,6 +173,7 @@ struct PeerLinkStatus {
   queuedBytes @4 :UInt64;
   fullSyncsSent @5 :UInt64;
   connects @6 :UInt64;
+  lagMs @7 :UInt64;  # since the link's queue was last empty; 0 when empty or down
 }
 
 struct PeerNodeStatus {

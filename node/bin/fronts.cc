@@ -92,4 +92,12 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
   }
 }
 
+void Fronts::AddMetrics(Metrics* metrics) const {
+  if (grpc_ != nullptr) metrics->AddFront("grpc", &grpc_->decided());
+}
+
+std::vector<std::string> Fronts::DomainSlotNames() const {
+  return policies_ != nullptr ? policies_->DomainSlotNames() : std::vector<std::string>();
+}
+
 }  // namespace tally::bin

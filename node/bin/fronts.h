@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "node/grpc/rls_server.h"
+#include "node/metrics/metrics.h"
 #include "node/policy/policy_store.h"
 #include "protocol/messages.h"
 
@@ -50,6 +52,11 @@ class Fronts {
   PolicyStore* policies() const { return policies_.get(); }
   void ReloadPolicies();
   void AddStats(protocol::StatsReply* stats) const;
+  // Exports the fronts' counters (the gRPC front's, once Serve started it).
+  void AddMetrics(Metrics* metrics) const;
+  // The policy domain of each metrics slot (PolicyStore::DomainSlotNames);
+  // empty without policies.
+  std::vector<std::string> DomainSlotNames() const;
 
  private:
   explicit Fronts(const FrontOptions& options) : options_(options) {}

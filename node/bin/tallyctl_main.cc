@@ -146,7 +146,8 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
                            {"bytes_sent", l.bytes_sent},
                            {"queued_bytes", l.queued_bytes},
                            {"full_syncs_sent", l.full_syncs_sent},
-                           {"connects", l.connects}});
+                           {"connects", l.connects},
+                           {"lag_ms", l.lag_ms}});
     }
     for (const tally::protocol::PeerNodeStatus& n : s.peer_nodes) {
       peers.push_back(Json{{"node_id", n.node_id},

@@ -17,11 +17,15 @@
 
 #include "node/bin/cli_checks.h"
 #include "node/bin/fronts.h"
+#include "node/bin/log_format.h"
+#include "node/bin/startup_progress.h"
 #include "node/bin/tallyd_options.h"
 #include "node/common/clock.h"
+#include "node/common/readiness.h"
 #include "node/common/version.h"
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "node/metrics/metrics.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
 #include "storage/store.h"
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_version_flag("--version", tally::VersionLine("tallyd"));
+  tally::bin::AddLogFormatOption(&app);  // first: later refusals are logged in its format
   tally::bin::AddConfigOption(&app);
   tally::bin::FrontOptions front_options;
   tally::bin::AddFrontOptions(&app, &front_options);
@@ -214,6 +219,8 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  tally::Readiness readiness;  // what /readyz, tally_ready and systemd are told
+  tally::bin::StartupProgress progress(&readiness, tally::SystemClock::Default());
   if (memory_only && data_dir_option->count() > 0) {
     spdlog::error(
         "not starting: --memory-only keeps nothing on disk, but --data-dir is given "
@@ -278,8 +285,12 @@ int main(int argc, char** argv) {
   uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
   if (store) {                 // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
+    progress.Step("restoring counters from " + data_dir);
     if (tally::Status status = store->Load(
-            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
+            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded,
+            [&](const tally::storage::Store::LoadProgress& read) {
+              progress.Restoring(read.records, read.estimated_records);
+            });
         !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
@@ -332,7 +343,11 @@ int main(int argc, char** argv) {
     }
     gossip->Start();
     const int64_t started_ms = clock->MonotonicMs();
-    const tally::Gossip::Recovery recovery = gossip->WaitForRecovery(recovery_timeout_ms);
+    progress.Step("joining the cluster and waiting for the members' full syncs");
+    const tally::Gossip::Recovery recovery =
+        gossip->WaitForRecovery(recovery_timeout_ms, [&](const tally::Gossip::Recovery& now) {
+          progress.Recovering(now.joined, now.peers_synced, now.peers_alive);
+        });
     recovered_from = recovery.peers_synced;
     recovery_ms = clock->MonotonicMs() - started_ms;
     if (!recovery.joined) {
@@ -353,6 +368,7 @@ int main(int argc, char** argv) {
 
   server.policies = fronts->policies();
   server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
+  server.on_shutdown = [&progress] { progress.Stopping(); };
   server.add_stats = [&](tally::protocol::StatsReply* stats) {
     fronts->AddStats(stats);
     if (gossip) {
@@ -386,6 +402,13 @@ int main(int argc, char** argv) {
     spdlog::error("not starting: {}", status.ToString());
     return 1;
   }
+  // What the admin port's /metrics answers (metrics.Render()).
+  tally::Metrics metrics({.stats = [&daemon] { return daemon.Stats(); },
+                          .domain_names = [&fronts] { return fronts->DomainSlotNames(); },
+                          .readiness = &readiness});
+  metrics.AddFront("protocol", &daemon.protocol_counters());
+  fronts->AddMetrics(&metrics);
+  progress.Ready();
   daemon.Run();
   fronts->Stop(server.drain_timeout_ms);
   if (gossip)

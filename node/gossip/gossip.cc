@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <future>
@@ -351,21 +352,33 @@ void Gossip::Start() {
                impl.shared.options.seeds.size(), impl.shared.options.interval_ms);
 }
 
-Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms) {
+Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms,
+                                         const std::function<void(const Recovery&)>& progress) {
   GossipShared& shared = impl_->shared;
   const NodeId self_id = impl_->self_id();
-  Recovery recovery;
-  std::unique_lock<std::mutex> lock(shared.mu);
-  shared.recovery_changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
-    for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
-      if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
-      ++recovery.peers_alive;
-      recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    Recovery recovery;
+    bool done = false;
+    {
+      std::unique_lock<std::mutex> lock(shared.mu);
+      const auto wake = progress
+                            ? std::min(deadline, std::chrono::steady_clock::now() +
+                                                     std::chrono::milliseconds(kRecoveryProgressMs))
+                            : deadline;
+      done = shared.recovery_changed.wait_until(lock, wake, [&] {
+        recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
+        for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
+          if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
+          ++recovery.peers_alive;
+          recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
+        }
+        return recovery.joined && recovery.peers_synced == recovery.peers_alive;
+      });
     }
-    return recovery.joined && recovery.peers_synced == recovery.peers_alive;
-  });
-  return recovery;
+    if (done || std::chrono::steady_clock::now() >= deadline) return recovery;
+    progress(recovery);
+  }
 }
 
 void Gossip::Leave(int64_t timeout_ms) {

@@ -66,6 +66,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,8 +135,12 @@ class Gossip {
     size_t peers_synced = 0;  // of those, how many completed a full sync to this node
   };
   // Blocks until this node has joined and every alive member has completed
-  // a full sync to it, or timeout_ms passed.
-  Recovery WaitForRecovery(int64_t timeout_ms);
+  // a full sync to it, or timeout_ms passed. While it waits, `progress` (if
+  // set) is called on the caller's thread with how far it is, about every
+  // kRecoveryProgressMs and without any lock of the Gossip held.
+  static constexpr int64_t kRecoveryProgressMs = 250;
+  Recovery WaitForRecovery(int64_t timeout_ms,
+                           const std::function<void(const Recovery&)>& progress = {});
   // Tells every peer this node leaves (they drop it at once instead of
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);

@@ -88,6 +88,7 @@ struct Server::Impl {
     if (shutting_down) return;
     shutting_down = true;
     spdlog::info("shutting down: no new connections; draining");
+    if (options.on_shutdown) options.on_shutdown();
     for (Port& port : ports) port.accept_loop->Stop();
     asio::error_code ignored;
     signals.cancel(ignored);
@@ -139,14 +140,12 @@ struct Server::Impl {
     protocol::StatsReply stats;
     stats.uptime_ms = static_cast<uint64_t>(clock->MonotonicMs() - started_ms);
     stats.keys = limiter->key_count();
-    for (const Worker& worker : workers) {
-      const WorkerCounters& counters = protocol_front.counters(worker.index);
-      stats.checks += counters.checks.load(std::memory_order_relaxed);
-      stats.allowed += counters.allowed.load(std::memory_order_relaxed);
-      stats.denied += counters.denied.load(std::memory_order_relaxed);
-      stats.errors += counters.errors.load(std::memory_order_relaxed);
-      stats.shadow_denied += counters.shadow_denied.load(std::memory_order_relaxed);
-    }
+    const FrontCounters::Outcomes decided = protocol_front.counters().Read().Total();
+    stats.checks = decided.checks();
+    stats.allowed = decided.allowed;
+    stats.denied = decided.denied;
+    stats.errors = decided.errors;
+    stats.shadow_denied = decided.shadow_denied;
     for (const Port& port : ports) {
       stats.connections_open += port.connections_open.load(std::memory_order_relaxed);
       stats.connections_total += port.connections_total.load(std::memory_order_relaxed);
@@ -236,5 +235,7 @@ void Server::Shutdown() {
 }
 
 protocol::StatsReply Server::Stats() const { return impl_->Stats(); }
+
+const FrontCounters& Server::protocol_counters() const { return impl_->protocol_front.counters(); }
 
 }  // namespace tally

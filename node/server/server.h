@@ -39,6 +39,7 @@
 #include <string>
 
 #include "node/common/clock.h"
+#include "node/common/front_counters.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "node/net/stream_front.h"
@@ -70,6 +71,9 @@ class Server {
     // What SIGHUP does (reload what is reloadable); called on worker 0.
     // Empty: SIGHUP is logged and otherwise ignored. It never stops the node.
     std::function<void()> on_reload;
+    // Called on worker 0 when a shutdown begins, before the drain (to stop
+    // reporting ready). May be empty.
+    std::function<void()> on_shutdown;
     // Fills the stats the server does not own (persistence); may be empty.
     // Called on a worker thread for each stats request.
     std::function<void(protocol::StatsReply*)> add_stats;
@@ -100,6 +104,8 @@ class Server {
 
   // Thread-safe.
   protocol::StatsReply Stats() const;
+  // What tally's protocol front has decided (for metrics); thread-safe.
+  const FrontCounters& protocol_counters() const;
 
  private:
   struct Impl;

@@ -18,7 +18,7 @@ namespace {
 
 struct Fixture {
   Fixture()
-      : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, [] { return Stats(); }) {}
+      : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, 0, [] { return Stats(); }) {}
 
   static Limiter::Options LimiterOptions(const Clock* clock) {
     Limiter::Options options;
@@ -38,12 +38,12 @@ struct Fixture {
 
   ManualClock clock{1'700'000'000'000};
   Limiter limiter;
-  WorkerCounters counters;
+  FrontCounters counters{1, FrontCounters::Writers::kOnePerStripe};
   RequestHandler handler;
   protocol::Response response;
 };
 
-uint64_t Get(const std::atomic<uint64_t>& counter) { return counter.load(); }
+FrontCounters::Outcomes Total(const FrontCounters& counters) { return counters.Read().Total(); }
 
 // A batch is answered in order, one outcome per check, and the counters split allowed from denied.
 TEST_CASE("request handler: decides a batch in order and counts allowed and denied") {
@@ -61,10 +61,13 @@ TEST_CASE("request handler: decides a batch in order and counts allowed and deni
   CHECK(f.response.outcomes[1].decision.allowed);
   CHECK_FALSE(f.response.outcomes[2].decision.allowed);
   CHECK(f.response.outcomes[2].decision.retry_after_ms == 1'000);
-  CHECK(Get(f.counters.checks) == 3);
-  CHECK(Get(f.counters.allowed) == 2);
-  CHECK(Get(f.counters.denied) == 1);
-  CHECK(Get(f.counters.errors) == 0);
+  CHECK(Total(f.counters).checks() == 3);
+  CHECK(Total(f.counters).allowed == 2);
+  CHECK(Total(f.counters).denied == 1);
+  CHECK(Total(f.counters).errors == 0);
+  // Checks with their own limit count under no domain; the request was timed once.
+  CHECK(f.counters.Read().by_domain[FrontCounters::kNoDomain].checks() == 3);
+  CHECK(f.counters.Read().latency_count == 1);
 }
 
 // A bad check becomes that check's error; the others in the batch are still decided.
@@ -83,9 +86,9 @@ TEST_CASE("request handler: a bad check fails alone") {
   CHECK(f.response.outcomes[1].error_message.empty());
   CHECK(f.response.outcomes[1].decision.allowed);
   CHECK(f.response.outcomes[2].error == protocol::ErrorCode::kInvalidArgument);
-  CHECK(Get(f.counters.errors) == 2);
-  CHECK(Get(f.counters.allowed) == 1);
-  CHECK(Get(f.counters.denied) == 0);
+  CHECK(Total(f.counters).errors == 2);
+  CHECK(Total(f.counters).allowed == 1);
+  CHECK(Total(f.counters).denied == 0);
 }
 
 // A new key beyond the key cap is resource_exhausted for that check only.
@@ -137,7 +140,8 @@ TEST_CASE("request handler: stats from the source, unknown kinds unsupported") {
   CHECK(f.response.id == 4);
   CHECK(f.response.kind == protocol::ResponseKind::kError);
   CHECK(f.response.error == protocol::ErrorCode::kUnsupported);
-  CHECK(Get(f.counters.checks) == 0);
+  CHECK(Total(f.counters).checks() == 0);
+  CHECK(f.counters.Read().latency_count == 0);  // only decisions are timed
 }
 
 // The handler decides at the engine's clock: a full window passes again once the clock moves on.
@@ -175,9 +179,9 @@ TEST_CASE("request handler: policy checks are decided under the node's policies"
   REQUIRE(PolicyStore::Open({.dir = dir.Path("")}, &store).ok());
   ManualClock clock(1'700'000'000'000);
   Limiter limiter(Limiter::Options{.clock = &clock});
-  WorkerCounters counters;
+  FrontCounters counters(1, FrontCounters::Writers::kOnePerStripe);
   RequestHandler handler(
-      &limiter, &counters, [] { return protocol::StatsReply(); }, store.get());
+      &limiter, &counters, 0, [] { return protocol::StatsReply(); }, store.get());
   protocol::Response response;
 
   const protocol::Request request =
@@ -191,10 +195,15 @@ TEST_CASE("request handler: policy checks are decided under the node's policies"
   CHECK_FALSE(response.policy_outcomes[0].decision.allowed);
   CHECK(response.policy_outcomes[1].kind == protocol::PolicyOutcome::Kind::kNoLimit);
   CHECK(response.policy_outcomes[2].shadow_denied);
-  CHECK(Get(counters.checks) == 4);
-  CHECK(Get(counters.allowed) == 3);  // user once, trial twice (shadow)
-  CHECK(Get(counters.denied) == 1);
-  CHECK(Get(counters.shadow_denied) == 2);
+  const FrontCounters::Snapshot counted = counters.Read();
+  CHECK(counted.Total().checks() == 4);
+  CHECK(counted.Total().allowed == 3);  // user once, trial twice (shadow)
+  CHECK(counted.Total().denied == 1);
+  CHECK(counted.Total().shadow_denied == 2);
+  // All of it under the domain's slot, which the store names; each request timed once.
+  REQUIRE(store->DomainSlotNames()[1] == "api");
+  CHECK(counted.by_domain[1].checks() == 4);
+  CHECK(counted.latency_count == 2);
 
   handler.Handle(PolicyRequest("", {{"user", "a"}}, {1}), &response);
   CHECK(response.kind == protocol::ResponseKind::kError);

@@ -306,6 +306,40 @@ TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
   CHECK(loaded[3].bucket_level == 4);
 }
 
+// Load reports its progress after each part, with an estimate of all it will
+// read that counts only the runs from the checkpoint on and is exact once
+// the last part is read.
+TEST_CASE("storage: Load reports its progress and estimates what it reads in all") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  std::vector<KeySnapshot> batch;
+  for (int i = 0; i < 100'000; ++i) {  // about 3 MB: several parts
+    batch.push_back(Counting("key " + std::to_string(i), Algorithm::kFixedWindow, 60'000,
+                             kStartMs / 60'000, {{1, 1}}, {}));
+  }
+  REQUIRE(WriteRun(*store, batch).ok());  // replaced by the checkpoint: not read
+  REQUIRE(WriteRun(*store, batch, /*checkpoint=*/true).ok());
+  REQUIRE(WriteRun(*store, std::span(batch).first(10)).ok());
+  std::vector<Store::LoadProgress> reports;
+  Store::LoadStats stats;
+  REQUIRE(store
+              ->Load([](const KeySnapshot&) { return Status::OK(); }, &stats,
+                     [&](const Store::LoadProgress& now) { reports.push_back(now); })
+              .ok());
+  REQUIRE(stats.records == 100'010);
+  REQUIRE(reports.size() >= 3);
+  const uint64_t per_part = reports[0].records;
+  for (const Store::LoadProgress& report : reports) {
+    // Never below what is read; above the total by at most a part per run (the last parts
+    // of the checkpoint and of the run after it are not full).
+    CHECK(report.estimated_records >= report.records);
+    CHECK(report.estimated_records <= stats.records + 2 * per_part);
+  }
+  CHECK(reports.back().records == stats.records);
+  CHECK(reports.back().estimated_records == stats.records);
+}
+
 // A checkpoint is due once the runs after it outgrow it (and a minimum);
 // writing one resets that.
 TEST_CASE("storage: a checkpoint is due once later runs outgrow it") {
