@@ -1,5 +1,6 @@
 // tallyctl: talk to a tallyd from a shell. The target is --addr host:port,
-// or TALLY_ADDR, or --host/--port (default 127.0.0.1:7420).
+// or TALLY_ADDR, or --host/--port (default 127.0.0.1:7420). Every global
+// option may come from TALLY_<NAME> (TALLY_JSON=1, TALLY_TIMEOUT_MS=500).
 //
 //   tallyctl check KEY [--algorithm A] --limit N --window-ms W [--cost C]
 //   tallyctl peek KEY [--algorithm A] --limit N --window-ms W
@@ -266,7 +267,6 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", tally::VersionLine("tallyctl"));
   app.require_subcommand(1);
   app.add_option("--addr", addr, "tallyd as host:port; --host and --port override its parts")
-      ->envname("TALLY_ADDR")
       ->check(tally::bin::HostPortCheck());
   CLI::Option* host_option =
       app.add_option("--host", options.host, "tallyd address")->capture_default_str();
@@ -311,9 +311,14 @@ int main(int argc, char** argv) {
   CLI::App* cluster = app.add_subcommand("cluster",
                                          "Print the members as the node sees them (state, last "
                                          "heard, lag), its gossip links and peers");
+  tally::bin::AddEnvironmentNames(&app, "TALLY_");  // TALLY_ADDR, TALLY_TIMEOUT_MS, ...
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string source = tally::bin::EnvironmentSource(app, e, argc, argv);
+        !source.empty()) {
+      return PrintError(false, "invalid_argument", source + ": " + e.what());
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }
