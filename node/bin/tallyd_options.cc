@@ -92,7 +92,8 @@ class StrictConfig : public CLI::ConfigTOML {
 }  // namespace
 
 void AddConfigOption(CLI::App* app) {
-  app->set_config("--config", "", "Read options from a TOML file (flags override it)");
+  app->set_config("--config", "",
+                  "Read options from a TOML file (flags and TALLY_* variables override it)");
   app->config_formatter(std::make_shared<StrictConfig>(app));
 }
 
