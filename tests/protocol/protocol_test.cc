@@ -169,8 +169,9 @@ TEST_CASE("protocol: inspect and reset round-trip") {
     sent.id = 3;
     sent.kind = kind;
     sent.key_limit = {binary, {Algorithm::kSlidingWindowLog, 0, 60'000}, true};
+    const Words frame = Encoded(sent);  // the decoded key points into it
     Request got;
-    REQUIRE(DecodeWords(Encoded(sent), &got).ok());
+    REQUIRE(DecodeWords(frame, &got).ok());
     CHECK(got.kind == kind);
     CHECK(got.key_limit.key == binary);
     CHECK(got.key_limit.spec.algorithm == Algorithm::kSlidingWindowLog);

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/support/must_check.h"
+#include "tests/support/poll.h"
 #include "tests/support/tallyd_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -131,12 +132,17 @@ TEST_CASE("tallyd env: TALLY_SEED takes several seeds separated by commas") {
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   std::unique_ptr<protocol::Client> client;
   REQUIRE(tallyd->Connect(&client).ok());
-  protocol::StatsReply stats;
-  REQUIRE(client->Stats(&stats).ok());
+  const std::vector<std::string> seeds = {"127.0.0.1:1", "127.0.0.1:2"};
   std::vector<std::string> dialled;
-  for (const protocol::PeerLinkStatus& link : stats.peer_links) dialled.push_back(link.address);
-  std::sort(dialled.begin(), dialled.end());
-  CHECK(dialled == std::vector<std::string>{"127.0.0.1:1", "127.0.0.1:2"});
+  const bool both = testing::PollUntil([&] {  // the gossip thread adds the links as it starts
+    protocol::StatsReply stats;
+    REQUIRE(client->Stats(&stats).ok());
+    dialled.clear();
+    for (const protocol::PeerLinkStatus& link : stats.peer_links) dialled.push_back(link.address);
+    std::sort(dialled.begin(), dialled.end());
+    return dialled == seeds;
+  });
+  CHECK_MESSAGE(both, dialled.size());
 }
 
 // tallyctl's global options come from the environment too: TALLY_JSON turns
