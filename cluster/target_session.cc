@@ -78,6 +78,8 @@ class TallySession : public Session {
       case protocol::ResponseKind::kCheck: break;
       case protocol::ResponseKind::kStats:
       case protocol::ResponseKind::kPolicyCheck:
+      case protocol::ResponseKind::kInspect:
+      case protocol::ResponseKind::kReset:
         return Status::Corruption("tally answered a check with another kind of response");
     }
     if (response_.outcomes.size() != batch_) {

@@ -123,6 +123,15 @@ Status ReadPolicyCheck(wire::PolicyCheck::Reader in, const FrameLimits& limits, 
   return Status::OK();
 }
 
+KeyLimit ReadKeyLimit(wire::KeyLimit::Reader in) {
+  KeyLimit limit;
+  limit.key = ViewOf(in.getKey());
+  limit.spec.algorithm = static_cast<Algorithm>(in.getAlgorithm());
+  limit.spec.window_ms = in.getWindowMs();
+  limit.local = in.getLocal();
+  return limit;
+}
+
 Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request* out) {
   out->id = in.getId();
   out->checks.clear();  // keeps its capacity: a connection's requests reuse it
@@ -145,6 +154,14 @@ Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request*
     case wire::Request::POLICY_CHECK:
       out->kind = RequestKind::kPolicyCheck;
       return ReadPolicyCheck(in.getPolicyCheck(), limits, &out->policy_check);
+    case wire::Request::INSPECT:
+      out->kind = RequestKind::kInspect;
+      out->key_limit = ReadKeyLimit(in.getInspect());
+      break;
+    case wire::Request::RESET:
+      out->kind = RequestKind::kReset;
+      out->key_limit = ReadKeyLimit(in.getReset());
+      break;
     default:  // a newer client's request kind: answered kUnsupported
       out->kind = RequestKind::kUnknown;
       break;
@@ -279,6 +296,20 @@ Status ReadPolicyOutcome(wire::PolicyOutcome::Reader in, PolicyOutcome* out) {
                             std::to_string(static_cast<unsigned>(in.which())));
 }
 
+InspectReply ReadInspect(wire::InspectReply::Reader in) {
+  InspectReply reply;
+  reply.node_id = in.getNodeId();
+  reply.found = in.getFound();
+  reply.window_index = in.getWindowIndex();
+  for (const auto node : in.getNodes()) {  // bounded by the traversal limit
+    reply.nodes.push_back(
+        {node.getNodeId(), node.getCurrent(), node.getPrevious(), node.getStamps()});
+  }
+  reply.bucket_level = in.getBucketLevel();
+  reply.bucket_refilled_at_ms = in.getBucketRefilledAtMs();
+  return reply;
+}
+
 Status ReadResponse(wire::Response::Reader in, Response* out) {
   out->id = in.getId();
   switch (in.which()) {
@@ -309,6 +340,14 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
       }
       return Status::OK();
     }
+    case wire::Response::INSPECT:
+      out->kind = ResponseKind::kInspect;
+      out->inspect = ReadInspect(in.getInspect());
+      return Status::OK();
+    case wire::Response::RESET:
+      out->kind = ResponseKind::kReset;
+      out->reset_erased = in.getReset();
+      return Status::OK();
   }
   return Status::Corruption("malformed frame: unknown response kind " +
                             std::to_string(static_cast<unsigned>(in.which())));
@@ -333,6 +372,28 @@ void WriteUnknownKind(wire::Request::Builder out) {
   kj::ArrayPtr<kj::byte> data = capnp::AnyStruct::Builder(std::move(out)).getDataSection();
   data[offset * 2] = kUnknownDiscriminant & 0xFF;  // little-endian uint16
   data[offset * 2 + 1] = kUnknownDiscriminant >> 8;
+}
+
+void WriteKeyLimit(const KeyLimit& limit, wire::KeyLimit::Builder out) {
+  out.setKey(DataOf(limit.key));
+  out.setAlgorithm(static_cast<uint8_t>(limit.spec.algorithm));
+  out.setWindowMs(limit.spec.window_ms);
+  out.setLocal(limit.local);
+}
+
+void WriteInspect(const InspectReply& reply, wire::InspectReply::Builder out) {
+  out.setNodeId(reply.node_id);
+  out.setFound(reply.found);
+  out.setWindowIndex(reply.window_index);
+  auto nodes = out.initNodes(static_cast<unsigned>(reply.nodes.size()));
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    nodes[i].setNodeId(reply.nodes[i].node_id);
+    nodes[i].setCurrent(reply.nodes[i].current);
+    nodes[i].setPrevious(reply.nodes[i].previous);
+    nodes[i].setStamps(reply.nodes[i].stamps);
+  }
+  out.setBucketLevel(reply.bucket_level);
+  out.setBucketRefilledAtMs(reply.bucket_refilled_at_ms);
 }
 
 void WriteDecision(const Decision& decision, wire::Decision::Builder out) {
@@ -541,6 +602,8 @@ void EncodeRequest(const Request& request, std::string* out) {
     case RequestKind::kPolicyCheck:
       WritePolicyCheck(request.policy_check, root.initPolicyCheck());
       break;
+    case RequestKind::kInspect: WriteKeyLimit(request.key_limit, root.initInspect()); break;
+    case RequestKind::kReset: WriteKeyLimit(request.key_limit, root.initReset()); break;
     case RequestKind::kUnknown: WriteUnknownKind(root); break;
   }
   AppendFrame(message, out);
@@ -574,6 +637,8 @@ void EncodeResponse(const Response& response, std::string* out) {
       }
       break;
     }
+    case ResponseKind::kInspect: WriteInspect(response.inspect, root.initInspect()); break;
+    case ResponseKind::kReset: root.setReset(response.reset_erased); break;
   }
   AppendFrame(message, out);
 }

@@ -53,10 +53,20 @@ struct PolicyCheck {
   uint64_t hits = 0;                       // the cost; 0 means 1, as Envoy's hits_addend
 };
 
+// One limit of a key, as inspect and reset name it: (key, algorithm,
+// window_ms); spec.limit is not used.
+struct KeyLimit {
+  std::string_view key;
+  LimitSpec spec;
+  bool local = false;  // reset: a clustered node refuses a reset without it
+};
+
 enum class RequestKind : uint8_t {
   kCheck = 0,
   kStats = 1,
   kPolicyCheck = 2,
+  kInspect = 3,
+  kReset = 4,
   kUnknown = 255,  // decoded from a newer client's request kind
 };
 
@@ -65,6 +75,7 @@ struct Request {
   RequestKind kind = RequestKind::kCheck;
   std::vector<Check> checks;  // kCheck only
   PolicyCheck policy_check;   // kPolicyCheck only
+  KeyLimit key_limit;         // kInspect, kReset
 };
 
 // The result of one check: a decision, or an error for that check alone.
@@ -187,7 +198,32 @@ struct PolicyOutcome {
   LimitSpec spec;              // kLimited: the limit applied
 };
 
-enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2, kPolicyCheck = 3 };
+// One node's part of a limit's state, as inspect shows it.
+struct NodeCounts {
+  uint64_t node_id = 0;
+  uint64_t current = 0;   // counting: its count in the current window; log: its cost in the window
+  uint64_t previous = 0;  // counting: in the previous window
+  uint64_t stamps = 0;    // log: its milliseconds with admissions in the window
+};
+
+// One limit's state as the answering node holds it (Limiter::Read).
+struct InspectReply {
+  uint64_t node_id = 0;           // the node that answered
+  bool found = false;             // false: it holds nothing live for the limit
+  int64_t window_index = 0;       // counting: floor(wall_ms / window_ms) of `current`
+  std::vector<NodeCounts> nodes;  // counting and log, by node id
+  uint64_t bucket_level = 0;      // token bucket (this node's): token-ms at refilled_at
+  int64_t bucket_refilled_at_ms = 0;
+};
+
+enum class ResponseKind : uint8_t {
+  kCheck = 0,
+  kStats = 1,
+  kError = 2,
+  kPolicyCheck = 3,
+  kInspect = 4,
+  kReset = 5,
+};
 
 struct Response {
   uint64_t id = 0;  // the request's id; 0 when the request could not be decoded
@@ -195,6 +231,8 @@ struct Response {
   std::vector<CheckOutcome> outcomes;          // kCheck: one per check, in order
   std::vector<PolicyOutcome> policy_outcomes;  // kPolicyCheck: one per descriptor, in order
   StatsReply stats;                            // kStats
+  InspectReply inspect;                        // kInspect
+  bool reset_erased = false;                   // kReset: the node held state and forgot it
   ErrorCode error = ErrorCode::kOk;            // kError: the whole request failed
   std::string error_message;                   // kError
 };

@@ -1,8 +1,9 @@
 // tallyd: the tally daemon. Serves the protocol (node/server/server.h) over TCP.
 //
-// Options come from flags and, optionally, a TOML file (--config) whose keys
-// are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
-// given on the command line override the file (node/bin/tallyd_options.h).
+// Options come from flags, environment variables (TALLY_MAX_KEYS for
+// --max-keys) and, optionally, a TOML file (--config) whose keys are the long
+// flag names without dashes' prefix, e.g. `port = 7420`; flags override the
+// environment, which overrides the file (node/bin/tallyd_options.h).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
-                 "for more. The node joins the cluster through any one that answers; listing "
+                 "for more, or separate them with commas. The node joins the cluster through any "
+                 "one that answers; listing "
                  "this node itself is fine. Without seeds or a secret, the node is local-only")
       ->check(tally::bin::HostPortCheck());
   app.add_option("--gossip-address", gossip_address,

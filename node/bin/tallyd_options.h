@@ -16,15 +16,20 @@
 namespace tally::bin {
 
 // Adds --config to `app`: a TOML file whose keys are the long flags' names
-// (`max-keys = 1000`). Flags given override the file. The file is refused
+// (`max-keys = 1000`). Flags given and environment variables set override
+// the file (see ParseOrExit). The file is refused
 // whole, naming the line where known, when a key names no flag of `app`, sits
 // in a [section] or is set twice, or when it is over 1 MiB. `app` must
 // outlive its parsing.
 void AddConfigOption(CLI::App* app);
 
-// Parses argv into the options added to `app`. Returns nullopt when tallyd
-// goes on; otherwise the exit code: 0 once --help is printed, 1 once an
-// error is logged (spdlog's default logger must be set up).
+// Parses argv into the options added to `app`, after giving each its
+// environment variable (AddEnvironmentNames, prefix TALLY_: TALLY_CONFIG
+// names the config file too). Precedence: command line, then environment,
+// then the config file, then the default. Returns nullopt when tallyd goes
+// on; otherwise the exit code: 0 once --help is printed, 1 once an error is
+// logged, naming the variable when the value came from one (spdlog's
+// default logger must be set up).
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
 
 // The cluster secret held in the file at `path`, without trailing whitespace.

@@ -311,6 +311,12 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
   snapshot->key.assign(key);
   snapshot->algorithm = spec.algorithm;
   snapshot->window_ms = spec.window_ms;
+  if (spec.algorithm == Algorithm::kTokenBucket) {
+    const BucketEntry* entry = FindEntry(buckets, spec, key, hash);
+    if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
+    FillSnapshot(*entry, self, snapshot);
+    return true;
+  }
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     LogEntry* entry = FindEntry(logs, spec, key, hash);
     if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
@@ -365,6 +371,17 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
 size_t Shard::SweepAll(int64_t now_ms) {
   return SweepClasses(counters, now_ms) + SweepClasses(logs, now_ms) +
          SweepClasses(buckets, now_ms);
+}
+
+bool Shard::Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec) {
+  bool erased = false;
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      erased = limit_class->table->Erase(key, hash);  // its change marks go with it
+    }
+  });
+  if (erased) budget.Release(1);
+  return erased;
 }
 
 void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {

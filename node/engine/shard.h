@@ -95,7 +95,8 @@ struct alignas(64) Shard {
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Replication (fixed window, sliding counter, sliding log; validated).
-  // Read: every node's state of the key; false when it holds nothing live.
+  // Read: every node's state of the key (a bucket: this node's); false when
+  // it holds nothing live.
   // Merge: slot-wise / stamp-wise max with the snapshot's state.
   bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
             KeySnapshot* snapshot);
@@ -104,6 +105,8 @@ struct alignas(64) Shard {
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
+  // Frees the key's state under spec (validated); false when it has none.
+  bool Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Hands the sink a snapshot (built in *scratch) of every entry changed
   // since the last call.

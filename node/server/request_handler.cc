@@ -1,5 +1,6 @@
 #include "node/server/request_handler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -47,6 +48,8 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
       HandlePolicyCheck(request.policy_check, response);
       record_latency();
       return;
+    case protocol::RequestKind::kInspect: HandleInspect(request.key_limit, response); return;
+    case protocol::RequestKind::kReset: HandleReset(request.key_limit, response); return;
     case protocol::RequestKind::kUnknown: break;
   }
   response->kind = protocol::ResponseKind::kError;
@@ -131,6 +134,66 @@ void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
   const size_t domain_slot =
       policies ? policies->DomainSlot(check.domain) : FrontCounters::kOtherDomain;
   counters_->Count(stripe_, domain_slot, CountOutcomes(policy_outcomes_));
+}
+
+namespace {
+
+void Refuse(const Status& status, protocol::Response* response) {
+  response->kind = protocol::ResponseKind::kError;
+  response->error = protocol::ErrorCodeFor(status);
+  response->error_message.assign(status.message());
+}
+
+// The node's entry in `nodes`, added (with zero counts) if missing.
+protocol::NodeCounts& EntryOf(std::vector<protocol::NodeCounts>& nodes, NodeId node) {
+  for (protocol::NodeCounts& counts : nodes) {
+    if (counts.node_id == node) return counts;
+  }
+  return nodes.emplace_back(protocol::NodeCounts{node, 0, 0, 0});
+}
+
+}  // namespace
+
+void RequestHandler::HandleInspect(const protocol::KeyLimit& limit, protocol::Response* response) {
+  KeySnapshot snapshot;
+  const Status status = limiter_->Read(limit.key, limit.spec, &snapshot);
+  if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);
+  response->kind = protocol::ResponseKind::kInspect;
+  protocol::InspectReply& reply = response->inspect;
+  reply = protocol::InspectReply();
+  reply.node_id = limiter_->node_id();
+  reply.found = status.ok();
+  if (!reply.found) return;
+  reply.window_index = snapshot.counts.window_index;
+  for (const GCounter::Slot& slot : snapshot.counts.current.slots()) {
+    EntryOf(reply.nodes, slot.node).current = slot.count;
+  }
+  for (const GCounter::Slot& slot : snapshot.counts.previous.slots()) {
+    EntryOf(reply.nodes, slot.node).previous = slot.count;
+  }
+  for (const NodeStamps& node : snapshot.log) {
+    protocol::NodeCounts& counts = EntryOf(reply.nodes, node.node);
+    counts.stamps = node.stamps.size();
+    for (const LogStamp& stamp : node.stamps) counts.current += stamp.cost;
+  }
+  std::sort(reply.nodes.begin(), reply.nodes.end(),
+            [](const auto& a, const auto& b) { return a.node_id < b.node_id; });
+  reply.bucket_level = snapshot.bucket_level;
+  reply.bucket_refilled_at_ms = snapshot.bucket_refilled_at_ms;
+}
+
+void RequestHandler::HandleReset(const protocol::KeyLimit& limit, protocol::Response* response) {
+  if (limiter_->replicated() && !limit.local) {
+    return Refuse(Status::InvalidArgument(
+                      "this node is in a cluster: its peers hold this key's counts, its own "
+                      "included, and send them back within a full sync, so a reset here does not "
+                      "last; reset --local forgets this node's copy anyway"),
+                  response);
+  }
+  const Status status = limiter_->Erase(limit.key, limit.spec);
+  if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);
+  response->kind = protocol::ResponseKind::kReset;
+  response->reset_erased = status.ok();
 }
 
 }  // namespace tally

@@ -6,7 +6,12 @@
 // is decided as node/policy/policy_checker.h says (a node without policies
 // knows no domain: every descriptor is answered kNoLimit); a malformed one
 // (empty domain, no descriptors, an empty key) is an invalid_argument error
-// for the request. A request kind the server does not know is answered with
+// for the request. Inspect answers one limit's state as Limiter::Read gives
+// it (found = false when the node holds none); reset forgets it
+// (Limiter::Erase), and a node whose peers merge state in (a clustered one)
+// refuses a reset unless the request says `local`: the peers would send
+// the counts back. A bad key or spec in either is invalid_argument for the
+// request. A request kind the server does not know is answered with
 // ErrorCode::kUnsupported.
 //
 // Thread safety: one RequestHandler per connection, used by the thread that
@@ -44,6 +49,8 @@ class RequestHandler {
  private:
   void HandleChecks(const protocol::Request& request, protocol::Response* response);
   void HandlePolicyCheck(const protocol::PolicyCheck& check, protocol::Response* response);
+  void HandleInspect(const protocol::KeyLimit& limit, protocol::Response* response);
+  void HandleReset(const protocol::KeyLimit& limit, protocol::Response* response);
 
   Limiter* const limiter_;
   FrontCounters* const counters_;

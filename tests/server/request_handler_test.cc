@@ -220,5 +220,129 @@ TEST_CASE("request handler: without policies every descriptor is unlimited by po
   CHECK(f.limiter.key_count() == 0);
 }
 
+protocol::Request KeyLimitRequest(protocol::RequestKind kind, std::string_view key,
+                                  const LimitSpec& spec, bool local = false) {
+  protocol::Request request;
+  request.kind = kind;
+  request.key_limit = {key, spec, local};
+  return request;
+}
+
+// Inspect shows every node's slots of the current and previous window, this
+// node's and a peer's (merged in), and the log's cost and stamps per node.
+TEST_CASE("request handler: inspect shows every node's counts of a limit") {
+  Fixture f;
+  const LimitSpec counter{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  Decision decision;
+  REQUIRE(f.limiter.Check("k", counter, 3, &decision).ok());
+  f.clock.AdvanceMs(1'000);
+  REQUIRE(f.limiter.Check("k", counter, 2, &decision).ok());
+  KeySnapshot peer;
+  peer.key = "k";
+  peer.algorithm = counter.algorithm;
+  peer.window_ms = counter.window_ms;
+  peer.counts.window_index = f.clock.WallMs() / 1'000;
+  peer.counts.current.MergeSlot(7, 5);
+  peer.counts.previous.MergeSlot(7, 4);
+  REQUIRE(f.limiter.Merge(peer).ok());
+
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k", counter), &f.response);
+  REQUIRE(f.response.kind == protocol::ResponseKind::kInspect);
+  const protocol::InspectReply& reply = f.response.inspect;
+  CHECK(reply.node_id == f.limiter.node_id());
+  CHECK(reply.found);
+  CHECK(reply.window_index == f.clock.WallMs() / 1'000);
+  REQUIRE(reply.nodes.size() == 2);
+  CHECK(reply.nodes[0].node_id == f.limiter.node_id());
+  CHECK(reply.nodes[0].current == 2);
+  CHECK(reply.nodes[0].previous == 3);
+  CHECK(reply.nodes[1].node_id == 7);
+  CHECK(reply.nodes[1].current == 5);
+  CHECK(reply.nodes[1].previous == 4);
+
+  // The same key under another window is another limit: nothing held.
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k",
+                                   {Algorithm::kSlidingWindowCounter, 0, 2'000}),
+                   &f.response);
+  CHECK(f.response.kind == protocol::ResponseKind::kInspect);
+  CHECK_FALSE(f.response.inspect.found);
+  CHECK(f.response.inspect.nodes.empty());
+}
+
+// Inspect of the log sums each node's cost in the window and counts its
+// stamps; of the token bucket, gives this node's level and refill time.
+TEST_CASE("request handler: inspect shows the log's stamps and the bucket's level") {
+  Fixture f;
+  Decision decision;
+  const LimitSpec log{Algorithm::kSlidingWindowLog, 100, 60'000};
+  REQUIRE(f.limiter.Check("k", log, 2, &decision).ok());
+  f.clock.AdvanceMs(10);
+  REQUIRE(f.limiter.Check("k", log, 3, &decision).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k", log), &f.response);
+  REQUIRE(f.response.inspect.nodes.size() == 1);
+  CHECK(f.response.inspect.nodes[0].current == 5);
+  CHECK(f.response.inspect.nodes[0].stamps == 2);
+
+  const LimitSpec bucket{Algorithm::kTokenBucket, 10, 1'000};
+  REQUIRE(f.limiter.Check("b", bucket, 4, &decision).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "b", bucket), &f.response);
+  CHECK(f.response.inspect.found);
+  CHECK(f.response.inspect.bucket_level == 6 * 1'000);
+  CHECK(f.response.inspect.bucket_refilled_at_ms == f.clock.WallMs());
+}
+
+// Reset forgets one limit of a key on a node without peers (the next check
+// starts from nothing); a second reset finds nothing; a bad key is
+// invalid_argument for the request.
+TEST_CASE("request handler: reset forgets a limit on a local node") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kFixedWindow, 2, 3'600'000};
+  Decision decision;
+  REQUIRE(f.limiter.Check("k", spec, 2, &decision).ok());
+  REQUIRE(f.limiter.Check("k", spec, 1, &decision).ok());
+  CHECK_FALSE(decision.allowed);
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &f.response);
+  REQUIRE(f.response.kind == protocol::ResponseKind::kReset);
+  CHECK(f.response.reset_erased);
+  REQUIRE(f.limiter.Check("k", spec, 2, &decision).ok());
+  CHECK(decision.allowed);
+  REQUIRE(f.limiter.Erase("k", spec).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &f.response);
+  CHECK(f.response.kind == protocol::ResponseKind::kReset);
+  CHECK_FALSE(f.response.reset_erased);
+  for (const protocol::RequestKind kind :
+       {protocol::RequestKind::kReset, protocol::RequestKind::kInspect}) {
+    f.handler.Handle(KeyLimitRequest(kind, "", spec), &f.response);
+    CHECK(f.response.kind == protocol::ResponseKind::kError);
+    CHECK(f.response.error == protocol::ErrorCode::kInvalidArgument);
+  }
+}
+
+// A node whose peers merge state in refuses a reset that does not say
+// --local (the peers would send the counts back), and does it with it.
+TEST_CASE("request handler: a clustered node resets only when told local") {
+  ManualClock clock{1'700'000'000'000};
+  Limiter::Options options;
+  options.clock = &clock;
+  options.replicate = true;
+  Limiter limiter(options);
+  FrontCounters counters{1, FrontCounters::Writers::kOnePerStripe};
+  RequestHandler handler(&limiter, &counters, 0, [] { return protocol::StatsReply(); });
+  const LimitSpec spec{Algorithm::kFixedWindow, 2, 3'600'000};
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 2, &decision).ok());
+  protocol::Response response;
+  handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &response);
+  CHECK(response.kind == protocol::ResponseKind::kError);
+  CHECK(response.error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(response.error_message.find("--local") != std::string::npos);
+  CHECK(limiter.key_count() == 1);
+  handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec, /*local=*/true),
+                 &response);
+  CHECK(response.kind == protocol::ResponseKind::kReset);
+  CHECK(response.reset_erased);
+  CHECK(limiter.key_count() == 0);
+}
+
 }  // namespace
 }  // namespace tally

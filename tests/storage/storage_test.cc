@@ -469,5 +469,32 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   CHECK(stats.records == 1);
 }
 
+// A flush after an erase writes a checkpoint, so that the erased key leaves
+// the disk (runs only add or raise state); the flush after it is a plain run.
+TEST_CASE("storage: Persister checkpoints after an erase, which drops the key from disk") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kFixedWindow, 5, 3'600'000};
+  Decision decision;
+  REQUIRE(limiter.Check("reset", spec, 2, &decision).ok());
+  REQUIRE(limiter.Check("kept", spec, 1, &decision).ok());
+  Persister persister(Persister::Options{}, &limiter, store.get());
+  REQUIRE(persister.Flush().ok());
+  Store::LoadStats stats;
+  CHECK(LoadAll(*store, &stats).size() == 2);
+  REQUIRE(limiter.Erase("reset", spec).ok());
+  REQUIRE(persister.Flush().ok());
+  CHECK(persister.stats().checkpoints == 1);
+  const std::vector<KeySnapshot> loaded = LoadAll(*store, &stats);
+  REQUIRE(loaded.size() == 1);
+  CHECK(loaded[0].key == "kept");
+  REQUIRE(limiter.Check("kept", spec, 1, &decision).ok());
+  REQUIRE(persister.Flush().ok());
+  CHECK(persister.stats().checkpoints == 1);
+  CHECK(persister.stats().flushes == 3);
+}
+
 }  // namespace
 }  // namespace tally
