@@ -6,6 +6,11 @@
 #include "node/bin/tallyd_options.h"
 
 namespace tally::bin {
+namespace {
+
+constexpr char kRespPortName[] = "the RESP port";
+
+}  // namespace
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
   app->add_option("--policy-dir", options->policy_dir,
@@ -37,6 +42,24 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
       ->capture_default_str();
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
+  app->add_option("--resp-port", options->resp_port,
+                  "Serve the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...) on this port; 0 picks "
+                  "a free one. Off unless set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--resp-address", options->resp_address,
+                  "Address of the RESP front (default: --address)");
+  app->add_option("--resp-port-file", options->resp_port_file,
+                  "Write the RESP front's port to this file once it listens (for --resp-port 0)");
+  app->add_option("--resp-max-bulk-bytes", options->resp.limits.max_bulk_bytes,
+                  "Largest argument of a RESP command; a longer one closes the connection")
+      ->check(bin::InRange(256, int64_t{64} << 20))
+      ->capture_default_str();
+  app->add_option("--resp-max-args", options->resp.limits.max_args,
+                  "Most arguments in a RESP command; more close the connection")
+      ->check(bin::InRange(8, 1'000'000))
+      ->capture_default_str();
+  app->add_option("--resp-password-file", options->resp_password_file,
+                  "RESP clients must AUTH with the password in this file (default: no AUTH)");
 }
 
 Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts) {
@@ -47,12 +70,38 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
   } else if (options.grpc_port >= 0) {
     spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
   }
+  if (!options.resp_password_file.empty()) {
+    if (Status status = ReadSecretFile(options.resp_password_file, "the RESP password", 1,
+                                       &loaded->options_.resp.password);
+        !status.ok()) {
+      return status;
+    }
+  }
   *fronts = std::move(loaded);
   return Status::OK();
 }
 
+void Fronts::AddTo(Server* server, const std::string& default_address, size_t workers,
+                   Limiter* limiter) {
+  if (options_.resp_port < 0) return;
+  resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
+                                      [server] { return server->Stats(); });
+  server->AddFront(kRespPortName,
+                   options_.resp_address.empty() ? default_address : options_.resp_address,
+                   static_cast<uint16_t>(options_.resp_port), resp_.get());
+  server_ = server;
+}
+
 Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (policies_ != nullptr) policies_->Start();
+  if (resp_ != nullptr) {
+    const uint16_t port = server_->front_port(kRespPortName);
+    if (!options_.resp_port_file.empty() && !WritePortFile(options_.resp_port_file, port)) {
+      return Status::IOError("cannot write --resp-port-file " + options_.resp_port_file);
+    }
+    spdlog::info("serving the Redis protocol (RESP) on port {}{}", port,
+                 options_.resp.password.empty() ? "" : ", AUTH required");
+  }
   if (options_.grpc_port < 0) return Status::OK();
   RlsServer::Options grpc = options_.grpc;
   grpc.address = options_.grpc_address.empty() ? default_address : options_.grpc_address;
@@ -89,6 +138,12 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
     stats->grpc_over_limit = grpc.over_limit;
     stats->grpc_refused = grpc.refused;
     stats->shadow_denied += grpc.shadow_denied;
+  }
+  if (resp_ != nullptr) {
+    const RespFront::Stats resp = resp_->stats();
+    stats->resp_commands = resp.commands;
+    stats->resp_throttled = resp.throttled;
+    stats->resp_errors = resp.errors;
   }
 }
 

@@ -3,6 +3,7 @@
 // Options come from flags and, optionally, a TOML file (--config) whose keys
 // are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
 // given on the command line override the file (node/bin/tallyd_options.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -369,6 +370,8 @@ int main(int argc, char** argv) {
   };
 
   tally::Server daemon(server, &limiter, clock);
+  fronts->AddTo(&daemon, server.address, static_cast<size_t>(std::max(1, server.threads)),
+                &limiter);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
