@@ -49,6 +49,12 @@ class Parser {
   // A command: an array of bulk strings within `limits`.
   State Command(const RespCommandLimits& limits, std::vector<std::string_view>* args) {
     args->clear();
+    // An empty line between commands, which redis-cli --pipe sends before
+    // its closing ECHO (Redis reads it as an empty inline command).
+    if (received_.substr(pos_, 2) == "\r\n") {
+      pos_ += 2;
+      return State::kComplete;
+    }
     int64_t count = 0;
     if (const State state = LengthLine('*', "array", &count); state != State::kComplete)
       return state;

@@ -20,10 +20,10 @@
 // nothing is consumed. Every length is checked against a limit when its line
 // arrives, before its bytes do, and nothing is allocated in proportion to a
 // claimed length. ParseCommand accepts nothing but an array of 1..max_args
-// bulk strings of at most max_bulk_bytes each: inline commands (a line not
-// starting with '*'), nested arrays, other types, negative or oversized
-// lengths and length lines that are not plain decimal numbers are kInvalid.
-// After kInvalid the stream cannot be resynchronised: close the connection.
+// bulk strings of at most max_bulk_bytes each (or an empty line, which
+// redis-cli --pipe sends): inline commands (a line not starting with '*'), nested arrays, other
+// types, negative or oversized lengths and length lines that are not plain decimal numbers are
+// kInvalid. After kInvalid the stream cannot be resynchronised: close the connection.
 //
 // Ownership: string_views in a parsed command or RespValue point into the
 // parsed bytes (for RespReader: its buffer) and are valid until those bytes
@@ -70,8 +70,8 @@ struct RespCommandLimits {
 struct RespCommandParse {
   enum class State { kNeedMore, kComplete, kInvalid };
   State state = State::kNeedMore;
-  // kComplete: the command's length in bytes. *0 and *-1 (which Redis
-  // ignores) are complete commands without arguments.
+  // kComplete: the command's length in bytes. *0, *-1 and an empty line
+  // (CRLF), which Redis ignores, are complete commands without arguments.
   size_t consumed_bytes = 0;
   // kNeedMore: at least this many more bytes are needed.
   size_t wanted_bytes = 0;

@@ -169,7 +169,8 @@ TEST_CASE("resp asks for more on every partial command") {
   CHECK(Command(command, &args).state == RespCommandParse::State::kComplete);
 }
 
-// *0 and *-1 are commands without arguments, which the front skips as Redis does.
+// *0, *-1 and empty lines are commands without arguments, which the front
+// skips as Redis does.
 TEST_CASE("resp reads empty arrays as empty commands") {
   std::vector<std::string_view> args{"stale"};
   RespCommandParse parse = Command("*0\r\n", &args);
@@ -177,6 +178,10 @@ TEST_CASE("resp reads empty arrays as empty commands") {
   CHECK(parse.consumed_bytes == 4);
   CHECK(args.empty());
   CHECK(Command("*-1\r\n", &args).state == RespCommandParse::State::kComplete);
+  parse = Command("\r\n*1", &args);  // redis-cli --pipe sends an empty line before its ECHO
+  CHECK(parse.state == RespCommandParse::State::kComplete);
+  CHECK(parse.consumed_bytes == 2);
+  CHECK(args.empty());
 }
 
 // Anything but an array of bulk strings within the limits is refused at once,
