@@ -10,6 +10,21 @@ namespace {
 
 constexpr char kRespPortName[] = "the RESP port";
 
+// --<flag>-port, --<flag>-address and --<flag>-port-file of the front that
+// serves `what` (e.g. "Envoy's rate limit service (gRPC)"), named `name`.
+void AddPortOptions(CLI::App* app, const std::string& flag, const std::string& name,
+                    const std::string& what, int* port, std::string* address,
+                    std::string* port_file) {
+  app->add_option("--" + flag + "-port", *port,
+                  "Serve " + what + " on this port; 0 picks a free one. Off unless set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--" + flag + "-address", *address,
+                  "Address of the " + name + " front (default: --address)");
+  app->add_option("--" + flag + "-port-file", *port_file,
+                  "Write the " + name + " front's port to this file once it listens (for --" +
+                      flag + "-port 0)");
+}
+
 }  // namespace
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
@@ -20,14 +35,8 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "How often the policy directory is looked at for changes")
       ->check(bin::InRange(10, kDayMs))
       ->capture_default_str();
-  app->add_option("--grpc-port", options->grpc_port,
-                  "Serve Envoy's rate limit service (gRPC) on this port; 0 picks a free one. "
-                  "Off unless set")
-      ->check(bin::InRange(0, 65'535));
-  app->add_option("--grpc-address", options->grpc_address,
-                  "Address of the gRPC front (default: --address)");
-  app->add_option("--grpc-port-file", options->grpc_port_file,
-                  "Write the gRPC front's port to this file once it listens (for --grpc-port 0)");
+  AddPortOptions(app, "grpc", "gRPC", "Envoy's rate limit service (gRPC)", &options->grpc_port,
+                 &options->grpc_address, &options->grpc_port_file);
   app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
                   "Largest gRPC request; larger ones get RESOURCE_EXHAUSTED")
       ->check(bin::InRange(1'024, int64_t{64} << 20))
@@ -42,14 +51,8 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
       ->capture_default_str();
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
-  app->add_option("--resp-port", options->resp_port,
-                  "Serve the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...) on this port; 0 picks "
-                  "a free one. Off unless set")
-      ->check(bin::InRange(0, 65'535));
-  app->add_option("--resp-address", options->resp_address,
-                  "Address of the RESP front (default: --address)");
-  app->add_option("--resp-port-file", options->resp_port_file,
-                  "Write the RESP front's port to this file once it listens (for --resp-port 0)");
+  AddPortOptions(app, "resp", "RESP", "the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...)",
+                 &options->resp_port, &options->resp_address, &options->resp_port_file);
   app->add_option("--resp-max-bulk-bytes", options->resp.limits.max_bulk_bytes,
                   "Largest argument of a RESP command; a longer one closes the connection")
       ->check(bin::InRange(256, int64_t{64} << 20))

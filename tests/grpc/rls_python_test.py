@@ -18,9 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import cases as cases_lib  # noqa: E402
 
 POLICY = """
 domain: edge
@@ -249,15 +251,7 @@ def main():
         cases = [case_nested_and_key_only, case_statuses, case_shadow_mode, case_unknown_domain,
                  case_bad_input, case_flood_of_streams, case_reload, case_bad_file_kept_out,
                  case_sighup_reloads_and_keeps_serving]
-        for case in cases:
-            try:
-                case()
-                print(f"PASS {case.__name__}")
-                passed += 1
-            except Exception:  # one failing case does not stop the others
-                print(f"FAIL {case.__name__}")
-                traceback.print_exc()
-                failed += 1
+        passed, failed = cases_lib.run(cases)
         assert node.process.poll() is None, "tallyd died"
         channel.close()
     finally:

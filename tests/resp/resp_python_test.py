@@ -18,9 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import cases as cases_lib  # noqa: E402
 
 PASSWORD = "correct horse"
 MAX_CONNECTIONS = 16
@@ -247,15 +249,7 @@ def main():
                  case_tally_policy, case_pipelined, case_unknown_command_keeps_the_connection,
                  case_info, case_bad_bytes_close_only_their_connection,
                  case_half_sent_command_times_out, case_flood_of_connections]
-        for case in cases:
-            try:
-                case()
-                print(f"PASS {case.__name__}")
-                passed += 1
-            except Exception:  # one failing case does not stop the others
-                print(f"FAIL {case.__name__}")
-                traceback.print_exc()
-                failed += 1
+        passed, failed = cases_lib.run(cases)
         assert node.process.poll() is None, "tallyd died"
         r.close()
     finally:
