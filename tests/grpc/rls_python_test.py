@@ -12,7 +12,6 @@ has a deadline; the whole run is bounded.
 """
 import concurrent.futures
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +49,7 @@ descriptors:
 METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 
-class Node:
+class Node(cases_lib.Process):
     """One tallyd with a policy directory, on run-time ports."""
 
     def __init__(self, tallyd, root):
@@ -81,19 +80,6 @@ class Node:
             f.write(text)
         os.replace(path + ".tmp", path)
 
-    def log_text(self):
-        self.log.flush()
-        return open(self.log_path).read()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
 
 def main():
@@ -255,13 +241,8 @@ def main():
         assert node.process.poll() is None, "tallyd died"
         channel.close()
     finally:
-        if node is not None:
-            if failed:
-                print(node.log_text()[-4000:])
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+        status = cases_lib.finish(node, root, passed, failed)
+    return status
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ every case, stops tallyd, and prints 'N passed, M failed'. Exit status 0 only
 when every case passed. Every socket has a timeout; the whole run is bounded.
 """
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -35,7 +33,7 @@ descriptors:
 """
 
 
-class Node:
+class Node(cases_lib.Process):
     """One tallyd with a RESP port, on run-time ports."""
 
     def __init__(self, tallyd, root):
@@ -77,19 +75,6 @@ class Node:
         assert recv_until_closed_or(s, b"\r\n") == b"+OK\r\n"
         return s
 
-    def log_text(self):
-        self.log.flush()
-        return open(self.log_path).read()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
 
 def recv_until_closed_or(s, end=None):
@@ -253,13 +238,8 @@ def main():
         assert node.process.poll() is None, "tallyd died"
         r.close()
     finally:
-        if node is not None:
-            if failed:
-                print(node.log_text()[-4000:])
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+        status = cases_lib.finish(node, root, passed, failed)
+    return status
 
 
 if __name__ == "__main__":
