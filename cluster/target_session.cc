@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cluster/resp.h"
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
+#include "protocol/resp.h"
 
 namespace tally::cluster {
 namespace {
+
+using protocol::AppendCommand;
+using protocol::RespParse;
+using protocol::RespReader;
+using protocol::RespValue;
 
 // What Redis users run today for a sliding window counter: two GETs, then
 // INCR and PEXPIRE when the weighted estimate leaves room.

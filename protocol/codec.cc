@@ -206,6 +206,9 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.grpc_requests = in.getGrpcRequests();
   stats.grpc_over_limit = in.getGrpcOverLimit();
   stats.grpc_refused = in.getGrpcRefused();
+  stats.resp_commands = in.getRespCommands();
+  stats.resp_throttled = in.getRespThrottled();
+  stats.resp_errors = in.getRespErrors();
   stats.recovery_ms = in.getRecoveryMs();
   stats.recovery_peers_synced = in.getRecoveryPeersSynced();
   stats.gossip_rounds = in.getGossipRounds();
@@ -430,6 +433,9 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setGrpcRequests(stats.grpc_requests);
   out.setGrpcOverLimit(stats.grpc_over_limit);
   out.setGrpcRefused(stats.grpc_refused);
+  out.setRespCommands(stats.resp_commands);
+  out.setRespThrottled(stats.resp_throttled);
+  out.setRespErrors(stats.resp_errors);
   out.setRecoveryMs(stats.recovery_ms);
   out.setRecoveryPeersSynced(stats.recovery_peers_synced);
   out.setGossipRounds(stats.gossip_rounds);

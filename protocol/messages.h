@@ -164,6 +164,9 @@ struct StatsReply {
   uint64_t grpc_requests = 0;           // ShouldRateLimit calls answered (--grpc-port)
   uint64_t grpc_over_limit = 0;         // of those, OVER_LIMIT
   uint64_t grpc_refused = 0;            // calls answered with an error status
+  uint64_t resp_commands = 0;           // commands answered on the RESP port (--resp-port)
+  uint64_t resp_throttled = 0;          // of those, limit checks that denied
+  uint64_t resp_errors = 0;             // error replies there, protocol errors included
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;            // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;  // peers whose full sync arrived in that time

@@ -192,6 +192,9 @@ struct StatsReply {
   grpcRequests @36 :UInt64;  # ShouldRateLimit calls answered (--grpc-port)
   grpcOverLimit @37 :UInt64;  # of those, OVER_LIMIT
   grpcRefused @38 :UInt64;  # calls answered with an error status
+  respCommands @39 :UInt64;  # commands answered on the RESP port (--resp-port)
+  respThrottled @40 :UInt64;  # of those, limit checks that denied
+  respErrors @41 :UInt64;  # error replies there, protocol errors included
 }
 
 struct PeerLinkStatus {

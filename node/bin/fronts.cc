@@ -6,6 +6,26 @@
 #include "node/bin/tallyd_options.h"
 
 namespace tally::bin {
+namespace {
+
+constexpr char kRespPortName[] = "the RESP port";
+
+// --<flag>-port, --<flag>-address and --<flag>-port-file of the front that
+// serves `what` (e.g. "Envoy's rate limit service (gRPC)"), named `name`.
+void AddPortOptions(CLI::App* app, const std::string& flag, const std::string& name,
+                    const std::string& what, int* port, std::string* address,
+                    std::string* port_file) {
+  app->add_option("--" + flag + "-port", *port,
+                  "Serve " + what + " on this port; 0 picks a free one. Off unless set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--" + flag + "-address", *address,
+                  "Address of the " + name + " front (default: --address)");
+  app->add_option("--" + flag + "-port-file", *port_file,
+                  "Write the " + name + " front's port to this file once it listens (for --" +
+                      flag + "-port 0)");
+}
+
+}  // namespace
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
   app->add_option("--policy-dir", options->policy_dir,
@@ -15,14 +35,8 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "How often the policy directory is looked at for changes")
       ->check(bin::InRange(10, kDayMs))
       ->capture_default_str();
-  app->add_option("--grpc-port", options->grpc_port,
-                  "Serve Envoy's rate limit service (gRPC) on this port; 0 picks a free one. "
-                  "Off unless set")
-      ->check(bin::InRange(0, 65'535));
-  app->add_option("--grpc-address", options->grpc_address,
-                  "Address of the gRPC front (default: --address)");
-  app->add_option("--grpc-port-file", options->grpc_port_file,
-                  "Write the gRPC front's port to this file once it listens (for --grpc-port 0)");
+  AddPortOptions(app, "grpc", "gRPC", "Envoy's rate limit service (gRPC)", &options->grpc_port,
+                 &options->grpc_address, &options->grpc_port_file);
   app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
                   "Largest gRPC request; larger ones get RESOURCE_EXHAUSTED")
       ->check(bin::InRange(1'024, int64_t{64} << 20))
@@ -37,6 +51,18 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
       ->capture_default_str();
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
+  AddPortOptions(app, "resp", "RESP", "the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...)",
+                 &options->resp_port, &options->resp_address, &options->resp_port_file);
+  app->add_option("--resp-max-bulk-bytes", options->resp.limits.max_bulk_bytes,
+                  "Largest argument of a RESP command; a longer one closes the connection")
+      ->check(bin::InRange(256, int64_t{64} << 20))
+      ->capture_default_str();
+  app->add_option("--resp-max-args", options->resp.limits.max_args,
+                  "Most arguments in a RESP command; more close the connection")
+      ->check(bin::InRange(8, 1'000'000))
+      ->capture_default_str();
+  app->add_option("--resp-password-file", options->resp_password_file,
+                  "RESP clients must AUTH with the password in this file (default: no AUTH)");
 }
 
 Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts) {
@@ -47,12 +73,38 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
   } else if (options.grpc_port >= 0) {
     spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
   }
+  if (!options.resp_password_file.empty()) {
+    if (Status status = ReadSecretFile(options.resp_password_file, "the RESP password", 1,
+                                       &loaded->options_.resp.password);
+        !status.ok()) {
+      return status;
+    }
+  }
   *fronts = std::move(loaded);
   return Status::OK();
 }
 
+void Fronts::AddTo(Server* server, const std::string& default_address, size_t workers,
+                   Limiter* limiter) {
+  if (options_.resp_port < 0) return;
+  resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
+                                      [server] { return server->Stats(); });
+  server->AddFront(kRespPortName,
+                   options_.resp_address.empty() ? default_address : options_.resp_address,
+                   static_cast<uint16_t>(options_.resp_port), resp_.get());
+  server_ = server;
+}
+
 Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (policies_ != nullptr) policies_->Start();
+  if (resp_ != nullptr) {
+    const uint16_t port = server_->front_port(kRespPortName);
+    if (!options_.resp_port_file.empty() && !WritePortFile(options_.resp_port_file, port)) {
+      return Status::IOError("cannot write --resp-port-file " + options_.resp_port_file);
+    }
+    spdlog::info("serving the Redis protocol (RESP) on port {}{}", port,
+                 options_.resp.password.empty() ? "" : ", AUTH required");
+  }
   if (options_.grpc_port < 0) return Status::OK();
   RlsServer::Options grpc = options_.grpc;
   grpc.address = options_.grpc_address.empty() ? default_address : options_.grpc_address;
@@ -89,6 +141,12 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
     stats->grpc_over_limit = grpc.over_limit;
     stats->grpc_refused = grpc.refused;
     stats->shadow_denied += grpc.shadow_denied;
+  }
+  if (resp_ != nullptr) {
+    const RespFront::Stats resp = resp_->stats();
+    stats->resp_commands = resp.commands;
+    stats->resp_throttled = resp.throttled;
+    stats->resp_errors = resp.errors;
   }
 }
 

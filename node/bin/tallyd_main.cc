@@ -4,6 +4,7 @@
 // --max-keys) and, optionally, a TOML file (--config) whose keys are the long
 // flag names without dashes' prefix, e.g. `port = 7420`; flags override the
 // environment, which overrides the file (node/bin/tallyd_options.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -392,6 +393,8 @@ int main(int argc, char** argv) {
   };
 
   tally::Server daemon(server, &limiter, clock);
+  fronts->AddTo(&daemon, server.address, static_cast<size_t>(std::max(1, server.threads)),
+                &limiter);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;

@@ -122,31 +122,35 @@ std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
-Status ReadClusterSecret(const std::string& path, std::string* secret) {
-  const std::string what = "the cluster secret file " + path;
+Status ReadSecretFile(const std::string& path, const std::string& what, size_t min_bytes,
+                      std::string* secret) {
+  const std::string file = what + " file " + path;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + what + ": " + std::strerror(errno));
+  if (!in) return Status::IOError("cannot read " + file + ": " + std::strerror(errno));
   if (Status status = ReadAtMost(in, kMaxSecretBytes, secret); !status.ok()) {
     return status.code() == Status::Code::kIOError
-               ? Status::IOError("cannot read " + what + ": " + std::string(status.message()))
-               : Status::InvalidArgument(what + " " + std::string(status.message()));
+               ? Status::IOError("cannot read " + file + ": " + std::string(status.message()))
+               : Status::InvalidArgument(file + " " + std::string(status.message()));
   }
   while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
     secret->pop_back();
   }
-  if (secret->size() < protocol::kMinSecretBytes) {
-    return Status::InvalidArgument("the cluster secret in " + path + " has " +
-                                   std::to_string(secret->size()) + " bytes; it needs at least " +
-                                   std::to_string(protocol::kMinSecretBytes));
+  if (secret->size() < min_bytes) {
+    return Status::InvalidArgument(what + " in " + path + " has " + std::to_string(secret->size()) +
+                                   " bytes; it needs at least " + std::to_string(min_bytes));
   }
   std::error_code ec;
   const auto permissions = std::filesystem::status(path, ec).permissions();
   if (!ec &&
       (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
           std::filesystem::perms::none) {
-    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
+    spdlog::warn("{} is readable by others than its owner", file);
   }
   return Status::OK();
+}
+
+Status ReadClusterSecret(const std::string& path, std::string* secret) {
+  return ReadSecretFile(path, "the cluster secret", protocol::kMinSecretBytes, secret);
 }
 
 bool WritePortFile(const std::string& path, uint16_t port) {

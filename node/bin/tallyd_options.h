@@ -6,6 +6,7 @@
 // Thread safety: call from main's thread, before any other thread starts.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -32,11 +33,14 @@ void AddConfigOption(CLI::App* app);
 // default logger must be set up).
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
 
-// The cluster secret held in the file at `path`, without trailing whitespace.
-// The file may be anything that reads (a pipe too) but must hold at least
-// protocol::kMinSecretBytes and at most 4096 bytes. A read that fails (a
-// directory) is an IOError saying why; a wrong size, InvalidArgument. Warns
-// when others than the owner may read the file.
+// The secret held in the file at `path`, without trailing whitespace; `what`
+// names it in errors ("the cluster secret"). The file may be anything that
+// reads (a pipe too) but must hold at least min_bytes and at most 4096
+// bytes. A read that fails (a directory) is an IOError saying why; a wrong
+// size, InvalidArgument. Warns when others than the owner may read the file.
+Status ReadSecretFile(const std::string& path, const std::string& what, size_t min_bytes,
+                      std::string* secret);
+// ReadSecretFile of the cluster secret: at least protocol::kMinSecretBytes.
 Status ReadClusterSecret(const std::string& path, std::string* secret);
 
 // Writes a bound port to `path` (for --port 0 and its kin) atomically, so a
