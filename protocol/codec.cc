@@ -189,6 +189,10 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.grpc_requests = in.getGrpcRequests();
   stats.grpc_over_limit = in.getGrpcOverLimit();
   stats.grpc_refused = in.getGrpcRefused();
+  stats.http_requests = in.getHttpRequests();
+  stats.http_allowed = in.getHttpAllowed();
+  stats.http_denied = in.getHttpDenied();
+  stats.http_refused = in.getHttpRefused();
   stats.recovery_ms = in.getRecoveryMs();
   stats.recovery_peers_synced = in.getRecoveryPeersSynced();
   stats.gossip_rounds = in.getGossipRounds();
@@ -366,6 +370,10 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setGrpcRequests(stats.grpc_requests);
   out.setGrpcOverLimit(stats.grpc_over_limit);
   out.setGrpcRefused(stats.grpc_refused);
+  out.setHttpRequests(stats.http_requests);
+  out.setHttpAllowed(stats.http_allowed);
+  out.setHttpDenied(stats.http_denied);
+  out.setHttpRefused(stats.http_refused);
   out.setRecoveryMs(stats.recovery_ms);
   out.setRecoveryPeersSynced(stats.recovery_peers_synced);
   out.setGossipRounds(stats.gossip_rounds);

@@ -147,6 +147,10 @@ struct StatsReply {
   uint64_t grpc_requests = 0;           // ShouldRateLimit calls answered (--grpc-port)
   uint64_t grpc_over_limit = 0;         // of those, OVER_LIMIT
   uint64_t grpc_refused = 0;            // calls answered with an error status
+  uint64_t http_requests = 0;           // requests answered on --http-port, refusals included
+  uint64_t http_allowed = 0;            // of those, allowed (200)
+  uint64_t http_denied = 0;             // of those, denied (429, or 403)
+  uint64_t http_refused = 0;            // of those, errors (malformed, invalid, key cap)
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;            // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;  // peers whose full sync arrived in that time

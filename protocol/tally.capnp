@@ -163,6 +163,10 @@ struct StatsReply {
   grpcRequests @36 :UInt64;  # ShouldRateLimit calls answered (--grpc-port)
   grpcOverLimit @37 :UInt64;  # of those, OVER_LIMIT
   grpcRefused @38 :UInt64;  # calls answered with an error status
+  httpRequests @39 :UInt64;  # requests answered on --http-port, refusals included
+  httpAllowed @40 :UInt64;  # of those, allowed (200)
+  httpDenied @41 :UInt64;  # of those, denied (429, or 403)
+  httpRefused @42 :UInt64;  # of those, errors (malformed, invalid, unknown domain, key cap)
 }
 
 struct PeerLinkStatus {

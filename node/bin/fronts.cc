@@ -6,6 +6,12 @@
 #include "node/bin/tallyd_options.h"
 
 namespace tally::bin {
+namespace {
+
+constexpr char kHttpPort[] = "the HTTP port";
+constexpr char kAdminPort[] = "the admin port";
+
+}  // namespace
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
   app->add_option("--policy-dir", options->policy_dir,
@@ -35,6 +41,30 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "Calls in flight per gRPC connection; more wait in the client")
       ->check(bin::InRange(1, 1'000'000))
       ->capture_default_str();
+  app->add_option("--http-port", options->http_port,
+                  "Serve rate-limit checks over HTTP on this port; 0 picks a free one. Off unless "
+                  "set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--http-address", options->http_address,
+                  "Address of the HTTP front (default: --address)");
+  app->add_option("--http-port-file", options->http_port_file,
+                  "Write the HTTP front's port to this file once it listens");
+  app->add_option("--http-max-header-bytes", options->http.max_header_bytes,
+                  "Largest HTTP request line and headers; larger get 431")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 20))
+      ->capture_default_str();
+  app->add_option("--http-max-body-bytes", options->http.max_body_bytes,
+                  "Largest HTTP request body; larger get 413")
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20))
+      ->capture_default_str();
+  app->add_option("--admin-port", options->admin_port,
+                  "Serve /healthz, /readyz and /metrics on this port, from the start (while the "
+                  "node restores and recovers too); 0 picks a free one. Off unless set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--admin-address", options->admin_address,
+                  "Address of the admin port (default: --address)");
+  app->add_option("--admin-port-file", options->admin_port_file,
+                  "Write the admin port to this file once it listens");
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
 }
@@ -46,6 +76,9 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
     if (Status status = PolicyStore::Open(store, &loaded->policies_); !status.ok()) return status;
   } else if (options.grpc_port >= 0) {
     spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
+  }
+  if (options.policy_dir.empty() && options.http_port >= 0) {
+    spdlog::info("--http-port without --policy-dir: only /v1/check, with explicit limits");
   }
   *fronts = std::move(loaded);
   return Status::OK();
@@ -63,6 +96,39 @@ Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
     return Status::IOError("cannot write --grpc-port-file " + options_.grpc_port_file);
   }
   spdlog::info("serving Envoy's rate limit service (gRPC) on {}:{}", grpc.address, grpc_->port());
+  return Status::OK();
+}
+
+Status Fronts::AddHttpFronts(Server* server, const std::string& default_address, Limiter* limiter,
+                             const Readiness* readiness, size_t workers) {
+  const auto address = [&](const std::string& own) { return own.empty() ? default_address : own; };
+  if (options_.http_port >= 0) {
+    http_ = std::make_unique<CheckFront>(options_.http, limiter, policies_.get(), workers);
+    server->AddFront(kHttpPort, address(options_.http_address),
+                     static_cast<uint16_t>(options_.http_port), http_.get());
+  }
+  if (options_.admin_port < 0) return Status::OK();
+  // /metrics: the Prometheus rendering is wired here once it is built in.
+  admin_ = std::make_unique<AdminFront>(options_.http, readiness, AdminFront::Metrics());
+  server->AddFront(kAdminPort, address(options_.admin_address),
+                   static_cast<uint16_t>(options_.admin_port), admin_.get());
+  if (Status status = server->ServeEarly(kAdminPort); !status.ok()) return status;
+  const uint16_t port = server->front_port(kAdminPort);
+  if (!options_.admin_port_file.empty() && !WritePortFile(options_.admin_port_file, port)) {
+    return Status::IOError("cannot write --admin-port-file " + options_.admin_port_file);
+  }
+  spdlog::info("serving /healthz, /readyz and /metrics on {}:{}", address(options_.admin_address),
+               port);
+  return Status::OK();
+}
+
+Status Fronts::HttpListening(const Server& server) const {
+  if (http_ == nullptr) return Status::OK();
+  const uint16_t port = server.front_port(kHttpPort);
+  if (!options_.http_port_file.empty() && !WritePortFile(options_.http_port_file, port)) {
+    return Status::IOError("cannot write --http-port-file " + options_.http_port_file);
+  }
+  spdlog::info("serving checks over HTTP on port {}", port);
   return Status::OK();
 }
 
@@ -89,6 +155,14 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
     stats->grpc_over_limit = grpc.over_limit;
     stats->grpc_refused = grpc.refused;
     stats->shadow_denied += grpc.shadow_denied;
+  }
+  if (http_ != nullptr) {
+    const CheckFront::Stats http = http_->stats();
+    stats->http_requests = http.requests;
+    stats->http_allowed = http.allowed;
+    stats->http_denied = http.denied;
+    stats->http_refused = http.refused;
+    stats->shadow_denied += http.shadow_denied;
   }
 }
 

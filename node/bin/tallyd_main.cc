@@ -271,7 +271,44 @@ int main(int argc, char** argv) {
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
   uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
-  if (store) {                 // every live counter is back before the first request is served
+  std::optional<tally::Persister> persister;
+  std::optional<tally::Gossip> gossip;
+  int64_t recovery_ms = 0;
+  size_t recovered_from = 0;
+  server.policies = fronts->policies();
+  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
+  server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    fronts->AddStats(stats);
+    if (gossip) {
+      gossip->AddStats(stats);
+      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
+      stats->recovery_peers_synced = recovered_from;
+    }
+    if (persister) {
+      const tally::Persister::Stats persisted = persister->stats();
+      stats->restore_ms = static_cast<uint64_t>(restore_ms);
+      stats->keys_restored = keys_restored;
+      stats->storage_flushes = persisted.flushes;
+      stats->storage_checkpoints = persisted.checkpoints;
+      stats->storage_keys_written = persisted.keys_written;
+      stats->storage_write_errors = persisted.write_errors;
+      stats->storage_degraded = persisted.degraded;
+      stats->storage_disk_bytes = store->DiskBytes();
+    }
+  };
+
+  // Built before the restore so that the admin port answers (/readyz: 503
+  // with what the node waits for) while the node restores and recovers.
+  tally::Readiness readiness;
+  tally::Server daemon(server, &limiter, clock);
+  if (tally::Status status = fronts->AddHttpFronts(&daemon, server.address, &limiter, &readiness,
+                                                   static_cast<size_t>(server.threads));
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  if (store) {  // every live counter is back before the first request is served
+    readiness.SetWaiting("restoring keys");
     const int64_t started_ms = clock->MonotonicMs();
     if (tally::Status status = store->Load(
             [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
@@ -299,7 +336,6 @@ int main(int argc, char** argv) {
           loaded.last_run);
     }
   }
-  std::optional<tally::Persister> persister;
   if (store) {
     persister_options.clock = clock;
     persister.emplace(persister_options, &limiter, store.get());
@@ -309,10 +345,8 @@ int main(int argc, char** argv) {
   // A restarted node first takes back from its peers what they hold of its
   // own slots (increments gossiped but not flushed before a crash): serving
   // before that would undercount.
-  std::optional<tally::Gossip> gossip;
-  int64_t recovery_ms = 0;
-  size_t recovered_from = 0;
   if (clustered) {
+    readiness.SetWaiting("waiting for peers' full syncs");
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
     gossip_options.max_buffer_bytes = server.max_buffer_bytes;
@@ -346,29 +380,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  server.policies = fronts->policies();
-  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
-  server.add_stats = [&](tally::protocol::StatsReply* stats) {
-    fronts->AddStats(stats);
-    if (gossip) {
-      gossip->AddStats(stats);
-      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
-      stats->recovery_peers_synced = recovered_from;
-    }
-    if (persister) {
-      const tally::Persister::Stats persisted = persister->stats();
-      stats->restore_ms = static_cast<uint64_t>(restore_ms);
-      stats->keys_restored = keys_restored;
-      stats->storage_flushes = persisted.flushes;
-      stats->storage_checkpoints = persisted.checkpoints;
-      stats->storage_keys_written = persisted.keys_written;
-      stats->storage_write_errors = persisted.write_errors;
-      stats->storage_degraded = persisted.degraded;
-      stats->storage_disk_bytes = store->DiskBytes();
-    }
-  };
-
-  tally::Server daemon(server, &limiter, clock);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
@@ -381,6 +392,11 @@ int main(int argc, char** argv) {
     spdlog::error("not starting: {}", status.ToString());
     return 1;
   }
+  if (tally::Status status = fronts->HttpListening(daemon); !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  readiness.SetReady();
   daemon.Run();
   fronts->Stop(server.drain_timeout_ms);
   if (gossip)
