@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node/common/ratelimit_headers.h"
+#include "node/http/json_writer.h"
 #include "node/http/query_string.h"
 #include "node/policy/policy_checker.h"
 
@@ -31,12 +32,6 @@ void Add(std::atomic<uint64_t>& counter, uint64_t value) {
 
 int StatusOfError(const Status& status) {
   return status.code() == Status::Code::kResourceExhausted ? 503 : 400;
-}
-
-std::string Dump(const Json& json) {
-  std::string text = json.dump(-1, ' ', false, Json::error_handler_t::replace);
-  text += '\n';
-  return text;
 }
 
 // `text` as a uint64; false if it is not one.
@@ -70,13 +65,13 @@ Json ParseBody(std::string_view body) {
   return json;
 }
 
-void AddDecision(const Decision& decision, Json* json) {
-  (*json)["allowed"] = decision.allowed;
-  (*json)["limit"] = decision.limit;
-  (*json)["remaining"] = decision.remaining;
-  (*json)["reset_after_ms"] = decision.reset_after_ms;
-  (*json)["retry_after_ms"] = decision.retry_after_ms;
-  (*json)["never_allowed"] = decision.never_allowed;
+void AddDecision(const Decision& decision, JsonWriter* json) {
+  json->Bool("allowed", decision.allowed);
+  json->Number("limit", decision.limit);
+  json->Number("remaining", decision.remaining);
+  json->Number("reset_after_ms", decision.reset_after_ms);
+  json->Number("retry_after_ms", decision.retry_after_ms);
+  json->Bool("never_allowed", decision.never_allowed);
 }
 
 // One connection's checks; owned by its worker's thread. The scratch keeps
@@ -202,50 +197,66 @@ class CheckHandler : public HttpHandler {
     }
     CheckDescriptors(limiter_, *policies, domain, views_, hits, &scratch_, &outcomes_, overrides_);
 
-    Json body = {{"allowed", true}, {"domain", domain}, {"shadow_denied", false}};
-    Json& descriptors = body["descriptors"] = Json::array();
     const DescriptorOutcome* shown = nullptr;  // whose headers the client gets
-    bool denied = false, fixable = false, shadow_denied = false;
+    bool denied = false, fixable = false;
+    uint64_t shadow_denied = 0;
     for (const DescriptorOutcome& outcome : outcomes_) {
-      Json& out = descriptors.emplace_back();
-      if (outcome.kind == DescriptorOutcome::Kind::kNoLimit) {
-        out["kind"] = "no_limit";
-        continue;
-      }
-      const PolicyRule& rule = *outcome.rule;
-      out["kind"] = outcome.kind == DescriptorOutcome::Kind::kUnlimited ? "unlimited" : "limited";
-      out["rule"] = rule.name.empty() ? rule.full_key : rule.name;
-      if (outcome.kind == DescriptorOutcome::Kind::kUnlimited) continue;
+      if (outcome.kind != DescriptorOutcome::Kind::kLimited) continue;
       if (!outcome.status.ok()) {
         throw BadRequest{StatusOfError(outcome.status), std::string(outcome.status.message())};
       }
-      out["algorithm"] = AlgorithmName(rule.spec.algorithm);
-      out["window_ms"] = rule.spec.window_ms;
-      AddDecision(outcome.decision, &out);
-      out["shadow_denied"] = outcome.shadow_denied;
-      shadow_denied |= outcome.shadow_denied;
+      shadow_denied += outcome.shadow_denied ? 1 : 0;
       if (!outcome.allowed()) {
         denied = true;
         fixable |= !outcome.decision.never_allowed;
       }
       if (shown == nullptr || Tighter(outcome, *shown)) shown = &outcome;
     }
-    body["allowed"] = !denied;
-    body["shadow_denied"] = shadow_denied;
+    WritePolicyBody(domain, !denied, shadow_denied > 0, &response->body);
     if (shown != nullptr) {
       Decision decision = shown->decision;
       decision.allowed = shown->allowed();  // a shadow denial is no denial to the client
       const PolicyRule& rule = *shown->rule;
-      AddHeaders(rule.name.empty() ? rule.full_key : rule.name, decision, rule.spec.window_ms,
-                 response);
+      AppendRateLimitHeaderLines(rule.name.empty() ? rule.full_key : rule.name, decision,
+                                 rule.spec.window_ms, &response->headers);
     }
-    if (shadow_denied) response->AddHeader("Tally-Shadow-Denied", "1");
+    if (shadow_denied > 0) response->AddHeader("Tally-Shadow-Denied", "1");
     response->status = !denied ? 200 : (fixable ? deny_status : 403);
-    response->body = Dump(body);
     Count(!denied);
-    uint64_t shadow_count = 0;
-    for (const DescriptorOutcome& outcome : outcomes_) shadow_count += outcome.shadow_denied;
-    Add(counters_->shadow_denied, shadow_count);
+    Add(counters_->shadow_denied, shadow_denied);
+  }
+
+  // The whole decision of a check by policy, from outcomes_.
+  void WritePolicyBody(std::string_view domain, bool allowed, bool shadow_denied,
+                       std::string* out) const {
+    JsonWriter json(out);
+    json.BeginObject();
+    json.Bool("allowed", allowed);
+    json.String("domain", domain);
+    json.Bool("shadow_denied", shadow_denied);
+    json.BeginArray("descriptors");
+    for (const DescriptorOutcome& outcome : outcomes_) {
+      json.BeginObject();
+      if (outcome.kind == DescriptorOutcome::Kind::kNoLimit) {
+        json.String("kind", "no_limit");
+        json.EndObject();
+        continue;
+      }
+      const PolicyRule& rule = *outcome.rule;
+      const bool unlimited = outcome.kind == DescriptorOutcome::Kind::kUnlimited;
+      json.String("kind", unlimited ? "unlimited" : "limited");
+      json.String("rule", rule.name.empty() ? rule.full_key : rule.name);
+      if (!unlimited) {
+        json.String("algorithm", AlgorithmName(rule.spec.algorithm));
+        json.Number("window_ms", rule.spec.window_ms);
+        AddDecision(outcome.decision, &json);
+        json.Bool("shadow_denied", outcome.shadow_denied);
+      }
+      json.EndObject();
+    }
+    json.EndArray();
+    json.EndObject();
+    *out += '\n';
   }
 
   // Whether `a`'s headers tell the client more than `b`'s: a denial before an
@@ -313,20 +324,18 @@ class CheckHandler : public HttpHandler {
     if (Status status = limiter_->Check(key, spec, cost, &decision); !status.ok()) {
       throw BadRequest{StatusOfError(status), std::string(status.message())};
     }
-    Json body = {
-        {"key", key}, {"algorithm", algorithm_name}, {"window_ms", spec.window_ms}, {"cost", cost}};
-    AddDecision(decision, &body);
-    AddHeaders(key, decision, spec.window_ms, response);
+    JsonWriter json(&response->body);
+    json.BeginObject();
+    json.String("key", key);
+    json.String("algorithm", algorithm_name);
+    json.Number("window_ms", spec.window_ms);
+    json.Number("cost", cost);
+    AddDecision(decision, &json);
+    json.EndObject();
+    response->body += '\n';
+    AppendRateLimitHeaderLines(key, decision, spec.window_ms, &response->headers);
     response->status = decision.allowed ? 200 : (decision.never_allowed ? 403 : 429);
-    response->body = Dump(body);
     Count(decision.allowed);
-  }
-
-  void AddHeaders(std::string_view policy, const Decision& decision, uint64_t window_ms,
-                  HttpResponse* response) {
-    headers_.clear();
-    AppendRateLimitHeaders(policy, decision, window_ms, &headers_);
-    for (const HeaderField& header : headers_) response->AddHeader(header.name, header.value);
   }
 
   void Count(bool allowed) { Add(allowed ? counters_->allowed : counters_->denied, 1); }
@@ -342,7 +351,6 @@ class CheckHandler : public HttpHandler {
   std::vector<DescriptorOverride> overrides_;
   std::vector<DescriptorOutcome> outcomes_;
   PolicyCheckScratch scratch_;
-  std::vector<HeaderField> headers_;
 };
 
 }  // namespace

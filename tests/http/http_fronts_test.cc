@@ -12,6 +12,7 @@
 #include "node/engine/limiter.h"
 #include "node/http/admin_front.h"
 #include "node/http/check_front.h"
+#include "node/http/json_writer.h"
 #include "node/http/query_string.h"
 #include "node/policy/policy_store.h"
 #include "tests/http/http_wire.h"
@@ -205,6 +206,32 @@ TEST_CASE("query string: parameters in order, decoded") {
   CHECK(params[3] == std::pair<std::string, std::string>{"flag", ""});
   CHECK_FALSE(ParseQuery("a=%4", &params).ok());
   CHECK_FALSE(ParseQuery("a=%g0", &params).ok());
+}
+
+// The JSON writer's output parses back, escapes what needs escaping, and replaces invalid UTF-8.
+TEST_CASE("json writer: plain and escaped strings, numbers, nesting") {
+  std::string out;
+  JsonWriter json(&out);
+  json.BeginObject();
+  json.String("plain", "user:42");
+  json.String("quoted", "a\"b\\c\n");
+  json.String("bad utf-8", "\xff");
+  json.Number("n", 18446744073709551615ull);
+  json.BeginArray("list");
+  json.BeginObject();
+  json.Bool("t", true);
+  json.EndObject();
+  json.BeginObject();
+  json.EndObject();
+  json.EndArray();
+  json.EndObject();
+  const nlohmann::json parsed = nlohmann::json::parse(out);
+  CHECK(parsed["plain"] == "user:42");
+  CHECK(parsed["quoted"] == "a\"b\\c\n");
+  CHECK(parsed["bad utf-8"] == "\xef\xbf\xbd");
+  CHECK(parsed["n"] == 18446744073709551615ull);
+  CHECK(parsed["list"].size() == 2);
+  CHECK(parsed["list"][0]["t"] == true);
 }
 
 }  // namespace
