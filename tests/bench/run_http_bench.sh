@@ -15,8 +15,10 @@
 #   nginx-c1   http-c1   capnp-c1     1 connection, one request at a time
 #   nginx-c50  http-c50  capnp-c50    50 connections, one request at a time each
 # Prints each run, the means, and the ratios http/nginx and http/capnp of
-# requests/s (goal: http-c50 / nginx-c50 >= 0.7) and of p50/p99 latency; all
-# results go to $BUILD_DIR/http_bench.json (a JSON array).
+# requests/s (goal: http-c50 / nginx-c50 >= 0.7), of p50/p99 latency and of
+# the server's CPU time per request (tallyd's, or nginx's worker's: on a
+# shared machine the steadier figure); all results go to
+# $BUILD_DIR/http_bench.json (a JSON array).
 #
 # Environment: DURATION_S per run (5), ROUNDS (3), KEYS (100000), BUILD_DIR
 # (build).
@@ -72,6 +74,7 @@ bench_spawn "$work_dir/nginx.log" "${server_cpu[@]}" /usr/sbin/nginx -p "$work_d
   -c "$work_dir/nginx/nginx.conf" -e "$work_dir/nginx/error.log"
 nginx_pid=$bench_pid
 for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null && break; sleep 0.02; done
+nginx_worker=$(pgrep -P "$nginx_pid" | head -n 1)
 
 echo "tallyd (1 thread) and nginx (1 worker) on CPU 0, load on CPU 1: HTTP 127.0.0.1:$http_port," \
   "Cap'n Proto 127.0.0.1:$tallyd_port, nginx 127.0.0.1:$nginx_port; $keys keys;" \
@@ -86,9 +89,23 @@ to_us() {
 }
 
 # run LABEL CONNECTIONS DURATION_S OUT: one run of LABEL's front; writes a
-# one-line JSON object to OUT.
+# one-line JSON object to OUT, with the server's CPU time per request.
 run() {
-  local label=$1 connections=$2 seconds=$3 out=$4 text
+  local label=$1 connections=$2 seconds=$3 out=$4 server=$tallyd_pid before_ms
+  [[ $label == nginx-* ]] && server=$nginx_worker
+  before_ms=$(bench_cpu_ms "$server")
+  measure "$@"
+  local requests_per_s cpu_ms
+  requests_per_s=$(bench_json_field "$out.run" requests_per_s)
+  cpu_ms=$(($(bench_cpu_ms "$server") - before_ms))
+  sed -E "s/\}$/, \"server_cpu_us_per_request\": $(awk -v c="$cpu_ms" -v r="$requests_per_s" \
+    -v s="$seconds" 'BEGIN { printf "%.2f", (r > 0 ? c * 1000 / (r * s) : 0) }')}/" \
+    "$out.run" >"$out"
+}
+
+# measure LABEL CONNECTIONS DURATION_S OUT: the load generator's figures in OUT.run.
+measure() {
+  local label=$1 connections=$2 seconds=$3 out=$4 text port
   case "$label" in
     capnp-*)
       "${client_cpu[@]}" "$build_dir/bin/tally-loadgen" --target tally \
@@ -99,7 +116,7 @@ run() {
       printf '{"label": "%s", "connections": %s, "requests_per_s": %s, "p50_us": %s, "p99_us": %s}\n' \
         "$label" "$connections" "$(bench_json_field "$out.loadgen" decisions_per_s)" \
         "$(bench_json_field "$out.loadgen" p50_us)" "$(bench_json_field "$out.loadgen" p99_us)" \
-        >"$out"
+        >"$out.run"
       return
       ;;
     http-*) port=$http_port ;;
@@ -115,22 +132,22 @@ run() {
   printf '{"label": "%s", "connections": %s, "requests_per_s": %s, "p50_us": %s, "p99_us": %s}\n' \
     "$label" "$connections" "$(awk '/^Requests\/sec:/ { print $2 }' <<<"$text")" \
     "$(to_us "$(awk '$1 == "50%" { print $2 }' <<<"$text")")" \
-    "$(to_us "$(awk '$1 == "99%" { print $2 }' <<<"$text")")" >"$out"
+    "$(to_us "$(awk '$1 == "99%" { print $2 }' <<<"$text")")" >"$out.run"
 }
 
 echo "== warm-up (not reported)"
 for label in nginx-w http-w capnp-w; do run "$label" 50 2 "$work_dir/warmup.json"; done
 
 scenarios=("nginx-c1 1" "http-c1 1" "capnp-c1 1" "nginx-c50 50" "http-c50 50" "capnp-c50 50")
-printf "%-6s %-10s %14s %9s %9s\n" round scenario requests/s p50_us p99_us
+printf "%-6s %-10s %14s %9s %9s %16s\n" round scenario requests/s p50_us p99_us server_us/req
 for round in $(seq 1 "$rounds"); do
   for scenario in "${scenarios[@]}"; do
     read -r label connections <<<"$scenario"
     out="$work_dir/$label.$round.json"
     run "$label" "$connections" "$duration_s" "$out"
-    printf "%-6s %-10s %14.0f %9s %9s\n" "$round" "$label" \
+    printf "%-6s %-10s %14.0f %9s %9s %16s\n" "$round" "$label" \
       "$(bench_json_field "$out" requests_per_s)" "$(bench_json_field "$out" p50_us)" \
-      "$(bench_json_field "$out" p99_us)"
+      "$(bench_json_field "$out" p99_us)" "$(bench_json_field "$out" server_cpu_us_per_request)"
     results+=("$out")
   done
 done
@@ -146,28 +163,31 @@ mean() {
 
 echo
 echo "== means over $rounds rounds"
-printf "%-10s %14s %9s %9s\n" scenario requests/s p50_us p99_us
+printf "%-10s %14s %9s %9s %16s\n" scenario requests/s p50_us p99_us server_us/req
 for scenario in "${scenarios[@]}"; do
   label=${scenario%% *}
-  printf "%-10s %14.0f %9s %9s\n" "$label" "$(mean "$label" requests_per_s)" \
-    "$(mean "$label" p50_us)" "$(mean "$label" p99_us)"
-  printf '{"scenario": "mean", "label": "%s", "rounds": %s, "requests_per_s": %s, "p50_us": %s, "p99_us": %s}\n' \
+  printf "%-10s %14.0f %9s %9s %16s\n" "$label" "$(mean "$label" requests_per_s)" \
+    "$(mean "$label" p50_us)" "$(mean "$label" p99_us)" \
+    "$(mean "$label" server_cpu_us_per_request)"
+  printf '{"scenario": "mean", "label": "%s", "rounds": %s, "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "server_cpu_us_per_request": %s}\n' \
     "$label" "$rounds" "$(mean "$label" requests_per_s)" "$(mean "$label" p50_us)" \
-    "$(mean "$label" p99_us)" >"$work_dir/$label.mean"
+    "$(mean "$label" p99_us)" "$(mean "$label" server_cpu_us_per_request)" >"$work_dir/$label.mean"
   results+=("$work_dir/$label.mean")
 done
 
 echo
 echo "== ratios of the means"
-printf "%-22s %12s %8s %8s\n" comparison requests/s p50 p99
+printf "%-22s %12s %8s %8s %14s\n" comparison requests/s p50 p99 server_us/req
 for pair in "http-c1 nginx-c1" "http-c50 nginx-c50" "http-c1 capnp-c1" "http-c50 capnp-c50"; do
   read -r a b <<<"$pair"
   rate=$(bench_ratio "$(mean "$a" requests_per_s)" "$(mean "$b" requests_per_s)")
   p50=$(bench_ratio "$(mean "$a" p50_us)" "$(mean "$b" p50_us)")
   p99=$(bench_ratio "$(mean "$a" p99_us)" "$(mean "$b" p99_us)")
-  printf "%-22s %12s %8s %8s\n" "$a / $b" "$rate" "$p50" "$p99"
-  printf '{"scenario": "ratio", "of": "%s", "to": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s}\n' \
-    "$a" "$b" "$rate" "$p50" "$p99" >"$work_dir/$a.$b.ratio"
+  cpu=$(bench_ratio "$(mean "$a" server_cpu_us_per_request)" \
+    "$(mean "$b" server_cpu_us_per_request)")
+  printf "%-22s %12s %8s %8s %14s\n" "$a / $b" "$rate" "$p50" "$p99" "$cpu"
+  printf '{"scenario": "ratio", "of": "%s", "to": "%s", "requests_per_s": %s, "p50_us": %s, "p99_us": %s, "server_cpu_us_per_request": %s}\n' \
+    "$a" "$b" "$rate" "$p50" "$p99" "$cpu" >"$work_dir/$a.$b.ratio"
   results+=("$work_dir/$a.$b.ratio")
 done
 
