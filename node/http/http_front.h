@@ -9,7 +9,8 @@
 //  - `Connection: close` and HTTP/1.0 without keep-alive: the connection is
 //    closed once the answer is written;
 //  - bodies by Content-Length or chunked; `Expect: 100-continue` gets its
-//    interim answer; HEAD gets the headers of GET without the body;
+//    interim answer; HEAD gets the headers of GET without the body; a
+//    request for a protocol upgrade is answered, then the connection closed;
 //  - refusals, after which the connection closes (what the client sent can no
 //    longer be framed): 400 for anything libhttp-parser rejects (a malformed
 //    request line or header, a bad chunk, Content-Length with
