@@ -188,6 +188,15 @@ TEST_CASE("http session: HEAD is answered as GET without the body") {
   CHECK(wire.out.ends_with("\r\n\r\n"));
 }
 
+// A request for another protocol is answered in HTTP/1.1; what follows is not HTTP, so the
+// connection closes.
+TEST_CASE("http session: an Upgrade request is answered, then the connection closes") {
+  EchoWire wire;
+  wire.Feed("GET /u HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05hello");
+  CHECK(wire.out.find("GET /u? []") != std::string::npos);
+  CHECK(wire.closed);
+}
+
 // A refusal by the Server (receive-buffer budget) is a 503 that closes.
 TEST_CASE("http session: the server's refusal is a 503") {
   EchoWire wire;
