@@ -209,6 +209,10 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.resp_commands = in.getRespCommands();
   stats.resp_throttled = in.getRespThrottled();
   stats.resp_errors = in.getRespErrors();
+  stats.http_requests = in.getHttpRequests();
+  stats.http_allowed = in.getHttpAllowed();
+  stats.http_denied = in.getHttpDenied();
+  stats.http_refused = in.getHttpRefused();
   stats.recovery_ms = in.getRecoveryMs();
   stats.recovery_peers_synced = in.getRecoveryPeersSynced();
   stats.gossip_rounds = in.getGossipRounds();
@@ -436,6 +440,10 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setRespCommands(stats.resp_commands);
   out.setRespThrottled(stats.resp_throttled);
   out.setRespErrors(stats.resp_errors);
+  out.setHttpRequests(stats.http_requests);
+  out.setHttpAllowed(stats.http_allowed);
+  out.setHttpDenied(stats.http_denied);
+  out.setHttpRefused(stats.http_refused);
   out.setRecoveryMs(stats.recovery_ms);
   out.setRecoveryPeersSynced(stats.recovery_peers_synced);
   out.setGossipRounds(stats.gossip_rounds);

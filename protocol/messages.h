@@ -167,6 +167,10 @@ struct StatsReply {
   uint64_t resp_commands = 0;           // commands answered on the RESP port (--resp-port)
   uint64_t resp_throttled = 0;          // of those, limit checks that denied
   uint64_t resp_errors = 0;             // error replies there, protocol errors included
+  uint64_t http_requests = 0;           // requests answered on --http-port, refusals included
+  uint64_t http_allowed = 0;            // of those, allowed (200)
+  uint64_t http_denied = 0;             // of those, denied (429, or 403)
+  uint64_t http_refused = 0;            // of those, errors (malformed, invalid, key cap)
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;            // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;  // peers whose full sync arrived in that time

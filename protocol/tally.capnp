@@ -195,6 +195,10 @@ struct StatsReply {
   respCommands @39 :UInt64;  # commands answered on the RESP port (--resp-port)
   respThrottled @40 :UInt64;  # of those, limit checks that denied
   respErrors @41 :UInt64;  # error replies there, protocol errors included
+  httpRequests @42 :UInt64;  # requests answered on --http-port, refusals included
+  httpAllowed @43 :UInt64;  # of those, allowed (200)
+  httpDenied @44 :UInt64;  # of those, denied (429, or 403)
+  httpRefused @45 :UInt64;  # of those, errors (malformed, invalid, unknown domain, key cap)
 }
 
 struct PeerLinkStatus {

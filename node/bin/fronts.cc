@@ -8,7 +8,9 @@
 namespace tally::bin {
 namespace {
 
-constexpr char kRespPortName[] = "the RESP port";
+constexpr char kHttpPort[] = "the HTTP port";
+constexpr char kAdminPort[] = "the admin port";
+constexpr char kRespPort[] = "the RESP port";
 
 // --<flag>-port, --<flag>-address and --<flag>-port-file of the front that
 // serves `what` (e.g. "Envoy's rate limit service (gRPC)"), named `name`.
@@ -49,6 +51,20 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "Calls in flight per gRPC connection; more wait in the client")
       ->check(bin::InRange(1, 1'000'000))
       ->capture_default_str();
+  AddPortOptions(app, "http", "HTTP", "rate-limit checks over HTTP", &options->http_port,
+                 &options->http_address, &options->http_port_file);
+  app->add_option("--http-max-header-bytes", options->http.max_header_bytes,
+                  "Largest HTTP request line and headers; larger get 431")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 20))
+      ->capture_default_str();
+  app->add_option("--http-max-body-bytes", options->http.max_body_bytes,
+                  "Largest HTTP request body; larger get 413")
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20))
+      ->capture_default_str();
+  AddPortOptions(app, "admin", "admin",
+                 "/healthz, /readyz and /metrics, from the start (while the node restores and "
+                 "recovers too),",
+                 &options->admin_port, &options->admin_address, &options->admin_port_file);
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
   AddPortOptions(app, "resp", "RESP", "the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...)",
@@ -73,6 +89,9 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
   } else if (options.grpc_port >= 0) {
     spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
   }
+  if (options.policy_dir.empty() && options.http_port >= 0) {
+    spdlog::info("--http-port without --policy-dir: only /v1/check, with explicit limits");
+  }
   if (!options.resp_password_file.empty()) {
     if (Status status = ReadSecretFile(options.resp_password_file, "the RESP password", 1,
                                        &loaded->options_.resp.password);
@@ -84,21 +103,48 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
   return Status::OK();
 }
 
-void Fronts::AddTo(Server* server, const std::string& default_address, size_t workers,
-                   Limiter* limiter) {
-  if (options_.resp_port < 0) return;
-  resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
-                                      [server] { return server->Stats(); });
-  server->AddFront(kRespPortName,
-                   options_.resp_address.empty() ? default_address : options_.resp_address,
-                   static_cast<uint16_t>(options_.resp_port), resp_.get());
+Status Fronts::AddTo(Server* server, const std::string& default_address, size_t workers,
+                     Limiter* limiter, const Readiness* readiness, Metrics* metrics) {
+  const auto address = [&](const std::string& own) { return own.empty() ? default_address : own; };
   server_ = server;
+  metrics_ = metrics;
+  if (options_.http_port >= 0) {
+    http_ = std::make_unique<CheckFront>(options_.http, limiter, policies_.get(), workers);
+    server->AddFront(kHttpPort, address(options_.http_address),
+                     static_cast<uint16_t>(options_.http_port), http_.get());
+  }
+  if (options_.resp_port >= 0) {
+    resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
+                                        [server] { return server->Stats(); });
+    server->AddFront(kRespPort, address(options_.resp_address),
+                     static_cast<uint16_t>(options_.resp_port), resp_.get());
+  }
+  if (options_.admin_port < 0) return Status::OK();
+  admin_ = std::make_unique<AdminFront>(options_.http, readiness,
+                                        [metrics] { return metrics->Render(); });
+  server->AddFront(kAdminPort, address(options_.admin_address),
+                   static_cast<uint16_t>(options_.admin_port), admin_.get());
+  if (Status status = server->ServeEarly(kAdminPort); !status.ok()) return status;
+  const uint16_t port = server->front_port(kAdminPort);
+  if (!options_.admin_port_file.empty() && !WritePortFile(options_.admin_port_file, port)) {
+    return Status::IOError("cannot write --admin-port-file " + options_.admin_port_file);
+  }
+  spdlog::info("serving /healthz, /readyz and /metrics on {}:{}", address(options_.admin_address),
+               port);
+  return Status::OK();
 }
 
 Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (policies_ != nullptr) policies_->Start();
+  if (http_ != nullptr) {
+    const uint16_t port = server_->front_port(kHttpPort);
+    if (!options_.http_port_file.empty() && !WritePortFile(options_.http_port_file, port)) {
+      return Status::IOError("cannot write --http-port-file " + options_.http_port_file);
+    }
+    spdlog::info("serving checks over HTTP on port {}", port);
+  }
   if (resp_ != nullptr) {
-    const uint16_t port = server_->front_port(kRespPortName);
+    const uint16_t port = server_->front_port(kRespPort);
     if (!options_.resp_port_file.empty() && !WritePortFile(options_.resp_port_file, port)) {
       return Status::IOError("cannot write --resp-port-file " + options_.resp_port_file);
     }
@@ -114,6 +160,7 @@ Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (!options_.grpc_port_file.empty() && !WritePortFile(options_.grpc_port_file, grpc_->port())) {
     return Status::IOError("cannot write --grpc-port-file " + options_.grpc_port_file);
   }
+  if (metrics_ != nullptr) metrics_->AddFront("grpc", &grpc_->decided());
   spdlog::info("serving Envoy's rate limit service (gRPC) on {}:{}", grpc.address, grpc_->port());
   return Status::OK();
 }
@@ -142,16 +189,20 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
     stats->grpc_refused = grpc.refused;
     stats->shadow_denied += grpc.shadow_denied;
   }
+  if (http_ != nullptr) {
+    const CheckFront::Stats http = http_->stats();
+    stats->http_requests = http.requests;
+    stats->http_allowed = http.allowed;
+    stats->http_denied = http.denied;
+    stats->http_refused = http.refused;
+    stats->shadow_denied += http.shadow_denied;
+  }
   if (resp_ != nullptr) {
     const RespFront::Stats resp = resp_->stats();
     stats->resp_commands = resp.commands;
     stats->resp_throttled = resp.throttled;
     stats->resp_errors = resp.errors;
   }
-}
-
-void Fronts::AddMetrics(Metrics* metrics) const {
-  if (grpc_ != nullptr) metrics->AddFront("grpc", &grpc_->decided());
 }
 
 std::vector<std::string> Fronts::DomainSlotNames() const {

@@ -286,7 +286,52 @@ int main(int argc, char** argv) {
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
   uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
-  if (store) {                 // every live counter is back before the first request is served
+  std::optional<tally::Persister> persister;
+  std::optional<tally::Gossip> gossip;
+  int64_t recovery_ms = 0;
+  size_t recovered_from = 0;
+  server.policies = fronts->policies();
+  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
+  server.on_shutdown = [&progress] { progress.Stopping(); };
+  server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    fronts->AddStats(stats);
+    if (gossip) {
+      gossip->AddStats(stats);
+      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
+      stats->recovery_peers_synced = recovered_from;
+    }
+    if (persister) {
+      const tally::Persister::Stats persisted = persister->stats();
+      stats->restore_ms = static_cast<uint64_t>(restore_ms);
+      stats->keys_restored = keys_restored;
+      stats->storage_flushes = persisted.flushes;
+      stats->storage_checkpoints = persisted.checkpoints;
+      stats->storage_keys_written = persisted.keys_written;
+      stats->storage_write_errors = persisted.write_errors;
+      stats->storage_degraded = persisted.degraded;
+      stats->storage_disk_bytes = store->DiskBytes();
+    }
+  };
+
+  // Built before the restore so that the admin port answers (/readyz: 503
+  // with what the node waits for) while the node restores and recovers.
+  tally::Server daemon(server, &limiter, clock);
+  // What the admin port's /metrics answers. The node's stats only once it is
+  // ready: until then the restore and recovery are still building what they
+  // read (readiness orders the two: it is set after them, under its mutex).
+  tally::Metrics metrics(
+      {.stats = [&] { return readiness.ready() ? daemon.Stats() : tally::protocol::StatsReply(); },
+       .domain_names = [&fronts] { return fronts->DomainSlotNames(); },
+       .readiness = &readiness});
+  metrics.AddFront("protocol", &daemon.protocol_counters());
+  if (tally::Status status =
+          fronts->AddTo(&daemon, server.address, static_cast<size_t>(std::max(1, server.threads)),
+                        &limiter, &readiness, &metrics);
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  if (store) {  // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
     progress.Step("restoring counters from " + data_dir);
     if (tally::Status status = store->Load(
@@ -318,7 +363,6 @@ int main(int argc, char** argv) {
           loaded.last_run);
     }
   }
-  std::optional<tally::Persister> persister;
   if (store) {
     persister_options.clock = clock;
     persister.emplace(persister_options, &limiter, store.get());
@@ -328,9 +372,6 @@ int main(int argc, char** argv) {
   // A restarted node first takes back from its peers what they hold of its
   // own slots (increments gossiped but not flushed before a crash): serving
   // before that would undercount.
-  std::optional<tally::Gossip> gossip;
-  int64_t recovery_ms = 0;
-  size_t recovered_from = 0;
   if (clustered) {
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
@@ -369,32 +410,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  server.policies = fronts->policies();
-  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
-  server.on_shutdown = [&progress] { progress.Stopping(); };
-  server.add_stats = [&](tally::protocol::StatsReply* stats) {
-    fronts->AddStats(stats);
-    if (gossip) {
-      gossip->AddStats(stats);
-      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
-      stats->recovery_peers_synced = recovered_from;
-    }
-    if (persister) {
-      const tally::Persister::Stats persisted = persister->stats();
-      stats->restore_ms = static_cast<uint64_t>(restore_ms);
-      stats->keys_restored = keys_restored;
-      stats->storage_flushes = persisted.flushes;
-      stats->storage_checkpoints = persisted.checkpoints;
-      stats->storage_keys_written = persisted.keys_written;
-      stats->storage_write_errors = persisted.write_errors;
-      stats->storage_degraded = persisted.degraded;
-      stats->storage_disk_bytes = store->DiskBytes();
-    }
-  };
-
-  tally::Server daemon(server, &limiter, clock);
-  fronts->AddTo(&daemon, server.address, static_cast<size_t>(std::max(1, server.threads)),
-                &limiter);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
@@ -407,12 +422,6 @@ int main(int argc, char** argv) {
     spdlog::error("not starting: {}", status.ToString());
     return 1;
   }
-  // What the admin port's /metrics answers (metrics.Render()).
-  tally::Metrics metrics({.stats = [&daemon] { return daemon.Stats(); },
-                          .domain_names = [&fronts] { return fronts->DomainSlotNames(); },
-                          .readiness = &readiness});
-  metrics.AddFront("protocol", &daemon.protocol_counters());
-  fronts->AddMetrics(&metrics);
   progress.Ready();
   daemon.Run();
   fronts->Stop(server.drain_timeout_ms);

@@ -91,13 +91,21 @@ class Server {
   void AddFront(const std::string& name, const std::string& address, uint16_t port,
                 StreamFront* front);
 
-  // Binds and listens on every port. After OK, port() is the client port's
-  // bound port and front_port(name) that of the front added as `name`.
+  // Binds the port of the front added as `name` and serves it at once: the
+  // workers start now, before Listen() and Run(), so that the port answers
+  // while the node is still restoring or recovering (health endpoints).
+  // Other ports wait for Run(). Before Listen(); once per front. A Server
+  // that never runs stops its workers when destroyed.
+  Status ServeEarly(const std::string& name);
+
+  // Binds and listens on every port not served early. After OK, port() is
+  // the client port's bound port and front_port(name) that of the front
+  // added as `name`.
   Status Listen();
   uint16_t port() const;
   uint16_t front_port(const std::string& name) const;
 
-  // Serves until shut down and drained. Call once, after Listen().
+  // Serves every port until shut down and drained. Call once, after Listen().
   void Run();
   // Starts a graceful shutdown. Thread-safe; returns at once.
   void Shutdown();
