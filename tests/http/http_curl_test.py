@@ -16,9 +16,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
-import time
 
 from tally_http import Node, curl, run_cases
 
