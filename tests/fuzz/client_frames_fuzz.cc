@@ -3,16 +3,14 @@
 // the request handler, the engine), as node/server/connection.cc feeds it.
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
-#include "node/net/rate_limited_log.h"
 #include "node/server/protocol_front.h"
-#include "protocol/frame_buffer.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/session_feed.h"
 
 namespace {
 
@@ -45,21 +43,6 @@ struct Target {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Target target;
   tally::fuzz::FuzzInput input(data, size);
-  const std::string peer = "fuzzer";
-  tally::RateLimitedLog log(&target.clock, "fuzz warnings");
-  const auto session = target.front.NewSession(tally::SessionContext{peer, &target.clock, &log, 0});
-  tally::protocol::FrameBuffer buffer;
-  std::string out;
-  while (!input.empty()) {
-    const std::span<const std::byte> read = input.Take(1 + input.Byte() % 256);
-    const std::span<std::byte> room = buffer.writable(read.size());
-    std::copy(read.begin(), read.end(), room.begin());
-    buffer.Commit(read.size());
-    const tally::StreamProgress progress = session->Answer(buffer.readable(), &out);
-    buffer.Consume(progress.consumed_bytes);
-    if (progress.close) break;
-    out.clear();
-    target.clock.AdvanceMs(input.Byte());
-  }
+  tally::fuzz::FeedSession(target.front, target.clock, input);
   return 0;
 }

@@ -12,7 +12,9 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(client_frames peer_messages storage_records policy_files)
+if [ ${#targets[@]} -eq 0 ]; then  # every target: one corpus folder each
+  for corpus in tests/fuzz/corpus/*/; do targets+=("$(basename "$corpus")"); done
+fi
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTALLY_FUZZ=ON \
   -DTALLY_BENCHMARKS=OFF > /dev/null
