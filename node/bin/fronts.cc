@@ -112,12 +112,14 @@ Status Fronts::AddTo(Server* server, const std::string& default_address, size_t 
     http_ = std::make_unique<CheckFront>(options_.http, limiter, policies_.get(), workers);
     server->AddFront(kHttpPort, address(options_.http_address),
                      static_cast<uint16_t>(options_.http_port), http_.get());
+    metrics->AddFront("http", &http_->decided());
   }
   if (options_.resp_port >= 0) {
     resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
                                         [server] { return server->Stats(); });
     server->AddFront(kRespPort, address(options_.resp_address),
                      static_cast<uint16_t>(options_.resp_port), resp_.get());
+    metrics->AddFront("resp", &resp_->decided());
   }
   if (options_.admin_port < 0) return Status::OK();
   admin_ = std::make_unique<AdminFront>(options_.http, readiness,

@@ -1,6 +1,7 @@
 #include "node/http/check_front.h"
 
 #include <charconv>
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -78,17 +79,28 @@ void AddDecision(const Decision& decision, JsonWriter* json) {
 // its memory between requests.
 class CheckHandler : public HttpHandler {
  public:
-  CheckHandler(Limiter* limiter, PolicyStore* policies, CheckFront::Counters* counters)
-      : limiter_(limiter), policies_(policies), counters_(counters) {}
+  CheckHandler(Limiter* limiter, PolicyStore* policies, CheckFront::Counters* counters,
+               FrontCounters* decided, size_t stripe)
+      : limiter_(limiter),
+        policies_(policies),
+        counters_(counters),
+        decided_(decided),
+        stripe_(stripe) {}
 
   void Handle(const HttpRequest& request, HttpResponse* response) override {
     Add(counters_->requests, 1);
+    const auto started = std::chrono::steady_clock::now();
     try {
       Route(request, response);
     } catch (const BadRequest& bad) {
       SetJsonError(bad.status, bad.message, response);
       Add(counters_->refused, 1);
+      FrontCounters::Outcomes error;
+      error.errors = 1;
+      decided_->Count(stripe_, FrontCounters::kNoDomain, error);
     }
+    const auto took = std::chrono::steady_clock::now() - started;
+    decided_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count());
   }
 
   void Refused() override {
@@ -222,7 +234,7 @@ class CheckHandler : public HttpHandler {
     }
     if (shadow_denied > 0) response->AddHeader("Tally-Shadow-Denied", "1");
     response->status = !denied ? 200 : (fixable ? deny_status : 403);
-    Count(!denied);
+    Count(!denied, policies->DomainSlot(domain), shadow_denied);
     Add(counters_->shadow_denied, shadow_denied);
   }
 
@@ -335,16 +347,26 @@ class CheckHandler : public HttpHandler {
     response->body += '\n';
     AppendRateLimitHeaderLines(key, decision, spec.window_ms, &response->headers);
     response->status = decision.allowed ? 200 : (decision.never_allowed ? 403 : 429);
-    Count(decision.allowed);
+    Count(decision.allowed, FrontCounters::kNoDomain, 0);
   }
 
-  void Count(bool allowed) { Add(allowed ? counters_->allowed : counters_->denied, 1); }
+  // One decided request: its stats, and its outcome in the front's counters
+  // under the policy domain's metrics slot.
+  void Count(bool allowed, size_t domain_slot, uint64_t shadow_denied) {
+    Add(allowed ? counters_->allowed : counters_->denied, 1);
+    FrontCounters::Outcomes outcome;
+    (allowed ? outcome.allowed : outcome.denied) = 1;
+    outcome.shadow_denied = shadow_denied;
+    decided_->Count(stripe_, domain_slot, outcome);
+  }
 
   static inline const std::string kDefaultAlgorithm = "sliding_counter";
 
   Limiter* const limiter_;
   PolicyStore* const policies_;
   CheckFront::Counters* const counters_;
+  FrontCounters* const decided_;
+  const size_t stripe_;  // this worker's
   QueryParams params_;
   std::vector<std::vector<DescriptorEntry>> entries_;
   std::vector<DescriptorView> views_;
@@ -357,7 +379,11 @@ class CheckHandler : public HttpHandler {
 
 CheckFront::CheckFront(const HttpLimits& limits, Limiter* limiter, PolicyStore* policies,
                        size_t workers)
-    : HttpFront(limits), limiter_(limiter), policies_(policies), counters_(workers) {}
+    : HttpFront(limits),
+      limiter_(limiter),
+      policies_(policies),
+      counters_(workers),
+      decided_(workers, FrontCounters::Writers::kOnePerStripe) {}
 
 CheckFront::Stats CheckFront::stats() const {
   Stats stats;
@@ -372,7 +398,8 @@ CheckFront::Stats CheckFront::stats() const {
 }
 
 std::unique_ptr<HttpHandler> CheckFront::NewHandler(const SessionContext& context) {
-  return std::make_unique<CheckHandler>(limiter_, policies_, &counters_[context.worker_index]);
+  return std::make_unique<CheckHandler>(limiter_, policies_, &counters_[context.worker_index],
+                                        &decided_, context.worker_index);
 }
 
 }  // namespace tally

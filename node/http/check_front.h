@@ -36,6 +36,7 @@
 #include <memory>
 #include <vector>
 
+#include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
 #include "node/http/http_front.h"
 #include "node/policy/policy_store.h"
@@ -57,6 +58,9 @@ class CheckFront : public HttpFront {
   CheckFront(const HttpLimits& limits, Limiter* limiter, PolicyStore* policies, size_t workers);
 
   Stats stats() const;
+  // Decisions by outcome and policy domain, and how long requests took: what
+  // /metrics exports for front="http".
+  const FrontCounters& decided() const { return decided_; }
 
   // Per worker; written by that worker's connections only.
   struct alignas(64) Counters {
@@ -74,6 +78,7 @@ class CheckFront : public HttpFront {
   Limiter* const limiter_;
   PolicyStore* const policies_;
   std::vector<Counters> counters_;  // one per worker
+  FrontCounters decided_;           // a stripe per worker
 };
 
 }  // namespace tally

@@ -33,9 +33,20 @@ std::string_view KindName(DescriptorOutcome::Kind kind) {
 
 }  // namespace
 
+void RespSession::Decided(std::chrono::steady_clock::time_point started, size_t domain_slot,
+                          bool allowed, bool shadow_denied) {
+  FrontCounters::Outcomes outcome;
+  (allowed ? outcome.allowed : outcome.denied) = 1;
+  outcome.shadow_denied = shadow_denied ? 1 : 0;
+  shared_.decided->Count(shared_.worker, domain_slot, outcome);
+  const auto took = std::chrono::steady_clock::now() - started;
+  shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count());
+}
+
 // CL.THROTTLE key max_burst count_per_period period [quantity]
 void RespSession::Throttle(Args args, std::string* out) {
   if (args.size() != 5 && args.size() != 6) return WrongArity("cl.throttle", out);
+  const auto started = std::chrono::steady_clock::now();
   ThrottleArgs throttle;
   if (!ParseInt64(args[2], &throttle.max_burst) ||
       !ParseInt64(args[3], &throttle.count_per_period) ||
@@ -54,6 +65,7 @@ void RespSession::Throttle(Args args, std::string* out) {
   }
   const ThrottleReply reply = ToThrottleReply(throttle, decision);
   if (reply.limited != 0) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, FrontCounters::kNoDomain, reply.limited == 0, false);
   protocol::AppendArrayHeader(5, out);
   AppendInteger(reply.limited, out);
   AppendInteger(reply.limit, out);
@@ -65,6 +77,7 @@ void RespSession::Throttle(Args args, std::string* out) {
 // TALLY.CHECK key algorithm limit window_ms [cost]
 void RespSession::Check(Args args, std::string* out) {
   if (args.size() != 5 && args.size() != 6) return WrongArity("tally.check", out);
+  const auto started = std::chrono::steady_clock::now();
   const std::optional<Algorithm> algorithm = ParseAlgorithm(args[2]);
   if (!algorithm) {
     return Error("ERR unknown algorithm '" + std::string(args[2].substr(0, 64)) +
@@ -83,6 +96,7 @@ void RespSession::Check(Args args, std::string* out) {
     return Error("ERR " + std::string(status.message()), out);
   }
   if (!decision.allowed) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, FrontCounters::kNoDomain, decision.allowed, false);
   protocol::AppendMapHeader(6, resp_version_, out);
   AppendDecision(decision, decision.allowed, out);
 }
@@ -90,6 +104,7 @@ void RespSession::Check(Args args, std::string* out) {
 // TALLY.POLICY domain key value [key value ...] [HITS n]
 void RespSession::PolicyCheck(Args args, std::string* out) {
   if (args.size() < 4 || args.size() % 2 != 0) return WrongArity("tally.policy", out);
+  const auto started = std::chrono::steady_clock::now();
   size_t end = args.size();
   int64_t hits = 0;
   if (end >= 6 && EqualsIgnoreCase(args[end - 2], "HITS")) {
@@ -111,6 +126,8 @@ void RespSession::PolicyCheck(Args args, std::string* out) {
   const DescriptorOutcome& outcome = outcomes_.front();
   if (!outcome.status.ok()) return Error("ERR " + std::string(outcome.status.message()), out);
   if (!outcome.allowed()) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, policies ? policies->DomainSlot(args[1]) : FrontCounters::kOtherDomain,
+          outcome.allowed(), outcome.shadow_denied);
   protocol::AppendMapHeader(9, resp_version_, out);
   // A descriptor without a limit, an unlimited one and a shadow denial pass.
   AppendDecision(outcome.decision, outcome.allowed(), out);

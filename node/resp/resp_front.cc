@@ -12,11 +12,17 @@ RespFront::RespFront(const Options& options, Limiter* limiter, PolicyStore* poli
       limiter_(limiter),
       policies_(policies),
       stats_(std::move(stats)),
-      counters_(workers) {}
+      counters_(workers),
+      decided_(workers, FrontCounters::Writers::kOnePerStripe) {}
 
 std::unique_ptr<StreamSession> RespFront::NewSession(const SessionContext& context) {
-  const RespSession::Shared shared{&options_, limiter_, policies_, &stats_,
-                                   &counters_[context.worker_index]};
+  const RespSession::Shared shared{&options_,
+                                   limiter_,
+                                   policies_,
+                                   &stats_,
+                                   &counters_[context.worker_index],
+                                   &decided_,
+                                   context.worker_index};
   return std::make_unique<RespSession>(context, shared,
                                        next_client_id_.fetch_add(1, std::memory_order_relaxed));
 }

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
 #include "node/net/stream_front.h"
 #include "node/policy/policy_store.h"
@@ -70,6 +71,9 @@ class RespFront : public StreamFront {
   std::string TooManyConnections() const override;
 
   Stats stats() const;
+  // Decisions by outcome and policy domain, and how long they took: what
+  // /metrics exports for front="resp".
+  const FrontCounters& decided() const { return decided_; }
 
  private:
   const Options options_;
@@ -77,6 +81,7 @@ class RespFront : public StreamFront {
   PolicyStore* const policies_;
   const StatsSource stats_;
   std::vector<Counters> counters_;  // one per worker, written by that worker
+  FrontCounters decided_;           // a stripe per worker
   std::atomic<uint64_t> next_client_id_{1};
 };
 

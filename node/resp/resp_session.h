@@ -5,6 +5,7 @@
 // Threads: every member is owned by the connection's worker thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,6 +29,8 @@ class RespSession : public StreamSession {
     PolicyStore* policies;  // null: no policies
     const RespFront::StatsSource* stats;
     RespFront::Counters* counters;  // this worker's
+    FrontCounters* decided;         // the front's; stripe `worker` is this worker's
+    size_t worker;
   };
 
   RespSession(const SessionContext& context, const Shared& shared, uint64_t client_id);
@@ -58,6 +61,9 @@ class RespSession : public StreamSession {
   void Throttle(Args args, std::string* out);
   void Check(Args args, std::string* out);
   void PolicyCheck(Args args, std::string* out);
+  // Counts a decision of a limit command begun at `started` (for metrics).
+  void Decided(std::chrono::steady_clock::time_point started, size_t domain_slot, bool allowed,
+               bool shadow_denied);
   // TALLY.CHECK's and TALLY.POLICY's decision fields (6 pairs).
   void AppendDecision(const Decision& decision, bool allowed, std::string* out) const;
 

@@ -196,7 +196,11 @@ def main():
         families = {f.name: f for f in text_string_to_metric_families(metrics.body)}
         assert families["tally_ready"].samples[0].value == 1
         checks = [s for s in families["tally_checks"].samples if s.name == "tally_checks_total"]
-        assert any(s.labels["front"] == "protocol" for s in checks), checks
+        by_front = {s.labels["front"] for s in checks if s.value > 0}
+        assert "http" in by_front, checks
+        latency = [s for s in families["tally_decision_duration_seconds"].samples
+                   if s.name.endswith("_count") and s.labels["front"] == "http"]
+        assert latency and latency[0].value > 0, latency
         assert families["tally_keys"].samples[0].value >= 1
 
     def case_readyz_is_503_while_waiting_for_peers():
