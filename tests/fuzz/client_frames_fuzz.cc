@@ -4,45 +4,27 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <spdlog/spdlog.h>
-
-#include "node/common/clock.h"
-#include "node/engine/limiter.h"
 #include "node/server/protocol_front.h"
-#include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/fuzz_engine.h"
 #include "tests/fuzz/session_feed.h"
 
 namespace {
 
-struct Target {
-  Target()
-      : limiter(Options(&clock)),
-        front(&limiter, nullptr, Limits(), 1, [] { return tally::protocol::StatsReply(); }) {
-    spdlog::set_level(spdlog::level::off);
-  }
-  static tally::Limiter::Options Options(const tally::Clock* clock) {
-    tally::Limiter::Options options;
-    options.clock = clock;
-    options.max_keys = 10'000;
-    return options;
-  }
-  static tally::protocol::FrameLimits Limits() {
-    tally::protocol::FrameLimits limits;
-    limits.max_frame_bytes = 64 << 10;
-    limits.max_checks_per_request = 1'000;
-    return limits;
-  }
+tally::protocol::FrameLimits Limits() {
+  tally::protocol::FrameLimits limits;
+  limits.max_frame_bytes = 64 << 10;
+  limits.max_checks_per_request = 1'000;
+  return limits;
+}
 
-  tally::ManualClock clock{1'700'000'000'000};
-  tally::Limiter limiter;
-  tally::ProtocolFront front;
+struct Target {
+  tally::fuzz::FuzzEngine engine;
+  tally::ProtocolFront front{&engine.limiter, nullptr, Limits(), 1,
+                             [] { return tally::protocol::StatsReply(); }};
 };
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Target target;
-  tally::fuzz::FuzzInput input(data, size);
-  tally::fuzz::FeedSession(target.front, target.clock, input);
-  return 0;
+  return tally::fuzz::FeedTarget<Target>(data, size);
 }

@@ -5,43 +5,26 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <spdlog/spdlog.h>
-
-#include "node/common/clock.h"
-#include "node/engine/limiter.h"
 #include "node/http/check_front.h"
-#include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/fuzz_engine.h"
 #include "tests/fuzz/session_feed.h"
 
 namespace {
 
-struct Target {
-  Target() : limiter(Options(&clock)), front(Limits(), &limiter, nullptr, 1) {
-    spdlog::set_level(spdlog::level::off);
-  }
-  static tally::Limiter::Options Options(const tally::Clock* clock) {
-    tally::Limiter::Options options;
-    options.clock = clock;
-    options.max_keys = 10'000;
-    return options;
-  }
-  static tally::HttpLimits Limits() {
-    tally::HttpLimits limits;
-    limits.max_header_bytes = 2'048;
-    limits.max_body_bytes = 4'096;
-    return limits;
-  }
+tally::HttpLimits Limits() {
+  tally::HttpLimits limits;
+  limits.max_header_bytes = 2'048;
+  limits.max_body_bytes = 4'096;
+  return limits;
+}
 
-  tally::ManualClock clock{1'700'000'000'000};
-  tally::Limiter limiter;
-  tally::CheckFront front;
+struct Target {
+  tally::fuzz::FuzzEngine engine;
+  tally::CheckFront front{Limits(), &engine.limiter, nullptr, 1};
 };
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Target target;
-  tally::fuzz::FuzzInput input(data, size);
-  tally::fuzz::FeedSession(target.front, target.clock, input);
-  return 0;
+  return tally::fuzz::FeedTarget<Target>(data, size);
 }

@@ -5,29 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "node/common/clock.h"
-#include "node/engine/limiter.h"
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/peer_codec.h"
+#include "tests/fuzz/fuzz_engine.h"
 #include "tests/fuzz/fuzz_input.h"
 
-namespace {
-
-tally::Limiter::Options LimiterOptions(const tally::Clock* clock) {
-  tally::Limiter::Options options;
-  options.clock = clock;
-  options.node_id = 1;
-  options.replicate = true;
-  options.max_keys = 10'000;
-  return options;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static tally::ManualClock clock(1'700'000'000'000);
-  static tally::Limiter limiter(LimiterOptions(&clock));
+  static tally::fuzz::FuzzEngine engine(/*replicate=*/true);
   tally::protocol::FrameLimits limits;
   limits.max_frame_bytes = 256 << 10;
 
@@ -51,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         static_cast<void>(tally::protocol::DecodePeerClass(
             view, sender,
             [](const tally::KeySnapshot& snapshot) {
-              static_cast<void>(limiter.Merge(snapshot));  // a refusal is an outcome, not a bug
+              static_cast<void>(
+                  engine.limiter.Merge(snapshot));  // a refusal is an outcome, not a bug
             },
             &keys));
       }

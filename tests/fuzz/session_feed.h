@@ -6,6 +6,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "node/common/clock.h"
@@ -34,6 +36,16 @@ inline void FeedSession(StreamFront& front, ManualClock& clock, FuzzInput& input
     session->TrimMemory();
     clock.AdvanceMs(input.Byte());
   }
+}
+
+// A fuzz target's whole body for a front: `Target` holds `engine` (a
+// FuzzEngine) and `front`, made once per fuzzing process.
+template <typename Target>
+int FeedTarget(const uint8_t* data, size_t size) {
+  static Target target;
+  FuzzInput input(data, size);
+  FeedSession(target.front, target.engine.clock, input);
+  return 0;
 }
 
 }  // namespace tally::fuzz

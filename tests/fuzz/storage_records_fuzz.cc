@@ -6,26 +6,13 @@
 #include <cstdint>
 #include <string>
 
-#include "node/common/clock.h"
-#include "node/engine/limiter.h"
 #include "storage/record.h"
 #include "storage/run.h"
+#include "tests/fuzz/fuzz_engine.h"
 #include "tests/fuzz/fuzz_input.h"
 
-namespace {
-
-tally::Limiter::Options LimiterOptions(const tally::Clock* clock) {
-  tally::Limiter::Options options;
-  options.clock = clock;
-  options.max_keys = 10'000;
-  return options;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static tally::ManualClock clock(1'700'000'000'000);
-  static tally::Limiter limiter(LimiterOptions(&clock));
+  static tally::fuzz::FuzzEngine engine;
   tally::fuzz::FuzzInput input(data, size);
   const bool as_part = input.Byte() % 2 == 0;
   if (as_part) {
@@ -36,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         [](std::string_view key, std::string_view value) {
           tally::KeySnapshot snapshot;
           if (tally::storage::DecodeRecord(key, value, &snapshot).ok()) {
-            static_cast<void>(limiter.Restore(snapshot));
+            static_cast<void>(engine.limiter.Restore(snapshot));
           }
         },
         &unframed));
@@ -46,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view value = input.TakeText(size);
   tally::KeySnapshot snapshot;
   if (tally::storage::DecodeRecord(key, value, &snapshot).ok()) {
-    static_cast<void>(limiter.Restore(snapshot));
+    static_cast<void>(engine.limiter.Restore(snapshot));
   }
   uint64_t sequence = 0;
   uint32_t part_number = 0;

@@ -3,10 +3,12 @@ a policy directory, curl as the client (a client tally did not write), and a
 runner that prints 'N passed, M failed'."""
 import os
 import re
-import signal
 import subprocess
+import sys
 import time
-import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import cases as cases_lib  # noqa: E402
 
 POLICY = """
 domain: edge
@@ -30,7 +32,7 @@ def wait_for_file(path, process, log_path, timeout=10):
     return int(open(path).read())
 
 
-class Node:
+class Node(cases_lib.Process):
     """One tallyd with the policy above, an HTTP front and an admin port.
     `wait_for` names the port files to wait for (the client port's is written
     only once the node is ready)."""
@@ -58,20 +60,6 @@ class Node:
 
     def url(self, path, port="http"):
         return f"http://127.0.0.1:{self.ports[port]}{path}"
-
-    def log_text(self):
-        self.log.flush()
-        return open(self.log_path).read()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
 
 class Answer:
@@ -106,17 +94,9 @@ def curl(url, *args, timeout=10):
 
 
 def run_cases(cases, stop):
-    passed, failed = 0, 0
+    """Runs every case (cases_lib.run), then `stop`; prints the tally. The exit status."""
     try:
-        for case in cases:
-            try:
-                case()
-                passed += 1
-                print(f"PASS {case.__name__}")
-            except Exception:  # noqa: BLE001 (every failure is reported, the run goes on)
-                failed += 1
-                print(f"FAIL {case.__name__}")
-                traceback.print_exc()
+        passed, failed = cases_lib.run(cases)
     finally:
         stop()
     print(f"{passed} passed, {failed} failed")
