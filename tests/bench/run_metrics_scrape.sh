@@ -4,7 +4,7 @@
 # time_total) and size, as Prometheus sees them. Six memory-only tallyd on
 # 127.0.0.1, one cluster secret; tally-loadgen fills the keys (fixed
 # window, an hour long, so they stay for the run).
-# Usage: tests/bench/run_metrics_scrape.sh [BUILD_DIR]   (SCRAPES=50)
+# Usage: tests/bench/run_metrics_scrape.sh [BUILD_DIR]   (SCRAPES=50, SETTLE_S=10)
 set -euo pipefail
 build="${1:-build}"
 scrapes="${SCRAPES:-50}"
@@ -58,7 +58,8 @@ printf '%-10s %10s %6s %8s %6s %8s %8s\n' scenario keys links bytes lines p50_ms
 sleep 2  # every link up
 scrape empty
 "$build/bin/tally-loadgen" --address "$client" --keys 1000000 --requests 1000000 --batch 100 \
-  --connections 8 --depth 4 --algorithm fixed_window --window-ms 3600000 --no-header >/dev/null
-sleep 2  # the peers take the keys too
+  --connections 8 --depth 4 --algorithm fixed_window --window-ms 3600000 --no-header \
+  > "$work/loadgen.out" || { cat "$work/loadgen.out"; exit 1; }
+sleep "${SETTLE_S:-10}"  # the peers take the keys too (SETTLE_S)
 scrape 1M-keys
 cat "$work/results.json"
