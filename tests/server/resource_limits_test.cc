@@ -179,7 +179,9 @@ TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
   MESSAGE("64 half frames of 1 MiB cost " << grown_kb << " KiB of resident memory");
-  CHECK(grown_kb < 24 * 1024);  // without the budget: over 64 MiB
+  // Without the budget: over 64 MiB. Under ASan, freed buffers stay resident
+  // in its quarantine, so resident memory says nothing of what tallyd holds.
+  if (testing::kResidentFollowsFrees) CHECK(grown_kb < 24 * 1024);
   CHECK(NewClientServed(*node));
 }
 
