@@ -45,9 +45,14 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
   const auto window_ms = static_cast<int64_t>(options.spec.window_ms);
   const int64_t first = WallMs() / window_ms + 1;
   const int64_t end_ms = (first + options.windows) * window_ms;
-  // counts[node][window - first] as (sent, admitted); each written by its node's thread.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> counts(
-      nodes, std::vector<std::pair<uint64_t, uint64_t>>(static_cast<size_t>(options.windows)));
+  // counts[node][window - first]; each written by its node's thread.
+  struct Counts {
+    uint64_t sent = 0;
+    uint64_t admitted = 0;
+    uint64_t failed = 0;
+  };
+  std::vector<std::vector<Counts>> counts(
+      nodes, std::vector<Counts>(static_cast<size_t>(options.windows)));
   std::atomic<bool> failed{false};
   std::vector<std::thread> clients;
   for (size_t node = 0; node < nodes; ++node) {
@@ -57,7 +62,7 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
         static_cast<int64_t>(1e6 * static_cast<double>(window_ms) / per_window));
     clients.emplace_back([&, node, period] {
       std::unique_ptr<protocol::Client> client;
-      if (!cluster.Connect(node, &client).ok()) {
+      if (!cluster.Connect(node, &client).ok() && !options.survive_node_loss) {
         failed = true;
         return;
       }
@@ -70,16 +75,36 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
         const int64_t sent_ms = WallMs();
         if (sent_ms >= end_ms) return;
         protocol::CheckOutcome outcome;
-        if (!client->Check({options.key, options.spec, 1}, &outcome).ok() ||
+        if (client == nullptr || !client->Check({options.key, options.spec, 1}, &outcome).ok() ||
             outcome.error != protocol::ErrorCode::kOk) {
-          failed = true;
-          return;
+          if (!options.survive_node_loss) {
+            failed = true;
+            return;
+          }
+          const int64_t window = sent_ms / window_ms - first;
+          if (window >= 0 && window < options.windows) {
+            ++counts[node][static_cast<size_t>(window)].failed;
+          }
+          client.reset();
+          while (client == nullptr && WallMs() < end_ms) {
+            if (!cluster.Connect(node, &client).ok()) {
+              client.reset();
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+          }
+          next = steady_clock::now();
+          continue;
         }
-        const int64_t window = CountedWindow(options.spec, sent_ms, outcome.decision) - first;
+        const int64_t counted = CountedWindow(options.spec, sent_ms, outcome.decision);
+        const int64_t window = counted - first;
         if (window < 0 || window >= options.windows) continue;
-        auto& [sent, admitted] = counts[node][static_cast<size_t>(window)];
-        ++sent;
-        admitted += outcome.decision.allowed ? 1 : 0;
+        if (options.history != nullptr) {
+          options.history->Record(
+              {node, options.key, sent_ms, WallMs(), counted, outcome.decision.allowed});
+        }
+        Counts& counted_in = counts[node][static_cast<size_t>(window)];
+        ++counted_in.sent;
+        counted_in.admitted += outcome.decision.allowed ? 1 : 0;
       }
     });
   }
@@ -90,8 +115,10 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
     WindowTally& tally = windows->emplace_back();
     tally.window_index = first + w;
     for (size_t node = 0; node < nodes; ++node) {
-      tally.sent.push_back(counts[node][static_cast<size_t>(w)].first);
-      tally.admitted.push_back(counts[node][static_cast<size_t>(w)].second);
+      const Counts& counted = counts[node][static_cast<size_t>(w)];
+      tally.sent.push_back(counted.sent);
+      tally.admitted.push_back(counted.admitted);
+      tally.failed.push_back(counted.failed);
     }
   }
   return Status::OK();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/history.h"
 #include "cluster/local_cluster.h"
 #include "node/common/limit.h"
 #include "node/common/status.h"
@@ -29,12 +30,18 @@ struct DemandOptions {
   uint64_t demand_per_window = 400;  // checks per window, all nodes together
   std::vector<double> shares;        // per node, summing to 1; empty: even
   int windows = 3;
+  History* history = nullptr;  // not owned; when set, every decision of the run is recorded
+  // Nodes may go away during the run (restarts, crashes): a client whose
+  // check fails counts it in `failed` and reconnects, every 10 ms, until it
+  // can go on. Off: the first failure ends the run with Unavailable.
+  bool survive_node_loss = false;
 };
 
 struct WindowTally {
   int64_t window_index = 0;
   std::vector<uint64_t> sent;      // per node
   std::vector<uint64_t> admitted;  // per node
+  std::vector<uint64_t> failed;    // per node: checks that got no answer (survive_node_loss)
   uint64_t total_admitted() const;
 };
 

@@ -1,7 +1,10 @@
 #include "cluster/link_proxy.h"
 
 #include <atomic>
+#include <chrono>
 #include <future>
+#include <map>
+#include <random>
 #include <set>
 #include <span>
 #include <thread>
@@ -80,8 +83,14 @@ struct ProxyHub::Impl {
     explicit Proxy(asio::io_context& io) : acceptor(io) {}
     tcp::acceptor acceptor;
     uint16_t upstream_port = 0;
-    std::set<uint64_t> cut_sources;  // node ids whose connections are closed
+    std::set<uint64_t> cut_sources;         // node ids whose connections are closed
+    std::map<uint64_t, LinkFaults> faults;  // by source node id; absent: a perfect link
     std::set<std::shared_ptr<Pipe>> pipes;
+
+    LinkFaults FaultsOf(uint64_t source) const {
+      const auto found = faults.find(source);
+      return found == faults.end() ? LinkFaults() : found->second;
+    }
 
     // Whether connections from `source` are to be closed; unknown ones never are.
     bool IsCut(uint64_t source) const { return source != 0 && cut_sources.contains(source); }
@@ -110,8 +119,8 @@ struct ProxyHub::Impl {
   asio::awaitable<void> Forward(Proxy& proxy, std::shared_ptr<Pipe> pipe) {
     const bool open = co_await Open(proxy, *pipe);
     if (open) {
-      asio::co_spawn(io, Pump(pipe, pipe->upstream, pipe->downstream), asio::detached);
-      co_await Pump(pipe, pipe->downstream, pipe->upstream);
+      asio::co_spawn(io, Pump(proxy, pipe, pipe->upstream, pipe->downstream), asio::detached);
+      co_await Pump(proxy, pipe, pipe->downstream, pipe->upstream);
     }
     pipe->Close();
     proxy.pipes.erase(pipe);
@@ -137,20 +146,42 @@ struct ProxyHub::Impl {
     co_return true;
   }
 
-  // Copies from `from` to `to` until either fails; then closes both.
-  asio::awaitable<void> Pump(std::shared_ptr<Pipe> pipe, tcp::socket& from, tcp::socket& to) {
+  // Copies from `from` to `to` until either fails; then closes both. Each
+  // read is held for the link's delay (and, when lost, a retransmission
+  // timeout) before it is written.
+  asio::awaitable<void> Pump(Proxy& proxy, std::shared_ptr<Pipe> pipe, tcp::socket& from,
+                             tcp::socket& to) {
     std::vector<char> buffer(64 * 1024);
+    asio::steady_timer hold(io);
     for (;;) {
       asio::error_code ec;
       const size_t read = co_await from.async_read_some(
           asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
+      const int64_t hold_ms = HoldMs(proxy.FaultsOf(pipe->source));
+      if (hold_ms > 0) {
+        hold.expires_after(std::chrono::milliseconds(hold_ms));
+        co_await hold.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
       co_await asio::async_write(to, asio::buffer(buffer.data(), read),
                                  asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
       forwarded.fetch_add(read, std::memory_order_relaxed);
     }
     pipe->Close();
+  }
+
+  // How long to hold the next read back under `faults`.
+  int64_t HoldMs(const LinkFaults& faults) {
+    int64_t hold_ms = faults.delay_ms;
+    if (faults.jitter_ms > 0) {
+      hold_ms +=
+          std::uniform_int_distribution<int64_t>(-faults.jitter_ms, faults.jitter_ms)(random);
+    }
+    if (faults.loss > 0 && std::bernoulli_distribution(faults.loss)(random)) {
+      hold_ms += LinkFaults::kRetransmitMs;
+    }
+    return std::max<int64_t>(hold_ms, 0);
   }
 
   // Runs f on the hub's thread and waits for it.
@@ -164,7 +195,8 @@ struct ProxyHub::Impl {
 
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::vector<std::unique_ptr<Proxy>> proxies;  // the hub's thread
+  std::vector<std::unique_ptr<Proxy>> proxies;     // the hub's thread
+  std::mt19937_64 random{std::random_device()()};  // the hub's thread
   std::atomic<uint64_t> forwarded{0};
   std::thread thread;
 };
@@ -223,6 +255,13 @@ void ProxyHub::Cut(size_t proxy, uint64_t from_node_id) {
 void ProxyHub::Heal(size_t proxy) {
   impl_->OnThread([&] {
     impl_->proxies[proxy]->cut_sources.clear();
+    return 0;
+  });
+}
+
+void ProxyHub::SetFaults(size_t proxy, uint64_t from_node_id, const LinkFaults& faults) {
+  impl_->OnThread([&] {
+    impl_->proxies[proxy]->faults[from_node_id] = faults;
     return 0;
   });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,16 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+
+// The gossip port of every node in netns mode: each has a namespace, so
+// all can use the same one.
+constexpr uint16_t kNetnsGossipPort = 7421;
+
+// A partition that could not be made or mended breaks the test's premise:
+// say so where the test's output shows it.
+void Report(const Status& status) {
+  if (!status.ok()) std::fprintf(stderr, "harness: %s\n", status.ToString().c_str());
+}
 
 }  // namespace
 
@@ -34,7 +45,11 @@ Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>
   cluster->reset(new LocalCluster(options, root, owns_root));
   LocalCluster& c = **cluster;
   const size_t n = options.nodes;
-  if (options.gossip && n > 1) {
+  if (options.netns) {
+    if (Status status = NetnsLab::Available(); !status.ok()) return status;
+    if (Status status = NetnsLab::Create(n, &c.lab_); !status.ok()) return status;
+    if (Status status = c.WriteSecret(); !status.ok()) return status;
+  } else if (options.gossip && n > 1) {
     if (Status status = c.WriteSecret(); !status.ok()) return status;
     c.hub_ = std::make_unique<ProxyHub>();
     c.proxy_ports_.assign(n, 0);
@@ -60,6 +75,7 @@ Status LocalCluster::Start(const Options& options, std::unique_ptr<LocalCluster>
 LocalCluster::~LocalCluster() {
   nodes_.clear();  // SIGKILL and reap
   hub_.reset();
+  lab_.reset();  // after the nodes: they run in its namespaces
   std::error_code ignored;
   if (owns_root_) std::filesystem::remove_all(root_, ignored);
 }
@@ -70,8 +86,25 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
   options.directory = root_ + "/node" + std::to_string(node);
   options.gossip_port = hub_ != nullptr;
   options.fronts = options_.fronts;
+  if (const auto env = options_.node_env.find(node); env != options_.node_env.end()) {
+    options.env = env->second;
+  }
   options.args = {"--node-id", std::to_string(NodeIdOf(node))};
-  if (hub_) {
+  if (lab_) {
+    options.exec_prefix = lab_->Exec(node);
+    options.address = lab_->Address(node);
+    options.gossip_port = true;
+    options.gossip_port_number = kNetnsGossipPort;
+    options.args.insert(options.args.end(), {"--cluster-secret-file", secret_path()});
+    for (size_t seed = 0; seed < options_.nodes; ++seed) {
+      if (!options_.seeds.empty() &&
+          std::find(options_.seeds.begin(), options_.seeds.end(), seed) == options_.seeds.end()) {
+        continue;
+      }
+      options.args.push_back("--seed");
+      options.args.push_back(lab_->Address(seed) + ":" + std::to_string(kNetnsGossipPort));
+    }
+  } else if (hub_) {
     options.args.insert(options.args.end(),
                         {"--cluster-secret-file", secret_path(), "--gossip-advertise",
                          "127.0.0.1:" + std::to_string(proxy_ports_[node])});
@@ -92,8 +125,13 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
 // gossip port once it has bound it (before its recovery ends: peers must be
 // able to reach it for it to recover).
 Status LocalCluster::SpawnNode(size_t node) {
-  if (Status status = NodeProcess::Spawn(NodeOptions(node), &nodes_[node]); !status.ok()) {
+  std::unique_ptr<NodeProcess> spawned;
+  if (Status status = NodeProcess::Spawn(NodeOptions(node), &spawned); !status.ok()) {
     return status;
+  }
+  {
+    std::lock_guard lock(nodes_mutex_);
+    nodes_[node] = std::move(spawned);
   }
   if (!hub_) return Status::OK();
   if (Status status = nodes_[node]->WaitForGossipPort(options_.start_timeout_ms); !status.ok()) {
@@ -125,7 +163,12 @@ Status LocalCluster::WriteSecret() const {
 }
 
 Status LocalCluster::Connect(size_t node, std::unique_ptr<protocol::Client>* client) const {
-  return nodes_[node]->Connect(client);
+  protocol::Client::Options options;
+  {
+    std::lock_guard lock(nodes_mutex_);
+    options = nodes_[node]->client_options();
+  }
+  return protocol::Client::Connect(options, client);
 }
 
 Status LocalCluster::Stats(size_t node, protocol::StatsReply* stats) const {
@@ -157,23 +200,35 @@ Status LocalCluster::Restart(size_t node, int timeout_ms) {
 }
 
 void LocalCluster::Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b) {
-  if (!hub_) return;
   for (size_t a : group_a) {
     for (size_t b : group_b) {
       if (a == b) continue;
-      hub_->Cut(proxy_ids_[b], NodeIdOf(a));
-      hub_->Cut(proxy_ids_[a], NodeIdOf(b));
+      CutOneWay(a, b);
+      CutOneWay(b, a);
     }
   }
 }
 
+void LocalCluster::CutOneWay(size_t from, size_t to) {
+  if (lab_ != nullptr) {
+    Report(lab_->Block(from, to));
+  } else if (hub_ != nullptr) {
+    hub_->Cut(proxy_ids_[to], NodeIdOf(from));
+  }
+}
+
+void LocalCluster::SetLinkFaults(size_t from, size_t to, const LinkFaults& faults) {
+  if (hub_ != nullptr) hub_->SetFaults(proxy_ids_[to], NodeIdOf(from), faults);
+}
+
 void LocalCluster::Heal() {
+  if (lab_ != nullptr) Report(lab_->Heal());
   if (!hub_) return;
   for (size_t node = 0; node < options_.nodes; ++node) hub_->Heal(proxy_ids_[node]);
 }
 
 Status LocalCluster::WaitConnected(int timeout_ms) const {
-  if (!hub_) return Status::OK();
+  if (!hub_ && !lab_) return Status::OK();
   const auto deadline = steady_clock::now() + milliseconds(timeout_ms);
   std::string missing;
   while (steady_clock::now() < deadline) {

@@ -16,17 +16,22 @@
 // whatever still runs and removes a root it made; nodes also die with the
 // thread that started them (see NodeProcess), so a crashed test leaves none.
 //
-// Thread safety: none; one thread drives the cluster (clients may run on
-// others).
+// Thread safety: one thread drives the cluster (Start, Kill, Stop, Restart,
+// Cut, ...); clients may run on others, and Connect may be called from any
+// thread, also while the driving thread restarts the node (it then connects
+// to the old or the new process).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cluster/link_proxy.h"
+#include "cluster/netns.h"
 #include "cluster/node_process.h"
 #include "node/common/status.h"
 #include "protocol/client.h"
@@ -43,8 +48,13 @@ class LocalCluster {
     std::vector<std::string> node_args;  // extra tallyd flags for every node
     std::vector<std::string> fronts;     // fronts every node opens (NodeProcess::Options::fronts)
     std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
+    std::map<size_t, std::vector<std::string>> node_env;  // by node: NodeProcess::Options::env
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving
     std::string root;                     // empty: a new temporary directory, removed at the end
+    // Each node in a network namespace of its own with a real address
+    // (cluster/netns.h; needs root), gossiping directly, no proxies: Cut,
+    // CutOneWay and Heal are nftables rules; SetLinkFaults is not available.
+    bool netns = false;
     int start_timeout_ms = 20'000;
   };
 
@@ -75,7 +85,14 @@ class LocalCluster {
   // Cuts every path between a node in `group_a` and one in `group_b`, both
   // directions. Heal mends every cut path.
   void Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b);
+  // Cuts only the path on which `from` sends to `to` (a node pushes its state
+  // and heartbeats on the connection it dials): a one-way partition, `to`
+  // still reaches `from`. Heal mends it too.
+  void CutOneWay(size_t from, size_t to);
   void Heal();
+  // Delay and loss on the path on which `from` sends to `to` (ProxyHub::
+  // SetFaults); a default LinkFaults mends it. (Not with netns: nothing.)
+  void SetLinkFaults(size_t from, size_t to, const LinkFaults& faults);
 
   // Until every running node has all its links up, every running peer's
   // session open and every running node alive in its view (gossip), or
@@ -94,9 +111,13 @@ class LocalCluster {
   const Options options_;
   const std::string root_;
   const bool owns_root_;
-  std::unique_ptr<ProxyHub> hub_;      // gossip only
+  std::unique_ptr<ProxyHub> hub_;      // gossip on loopback only
+  std::unique_ptr<NetnsLab> lab_;      // netns only
   std::vector<uint16_t> proxy_ports_;  // by node: where the others reach it
   std::vector<size_t> proxy_ids_;
+  // The pointers are replaced by the driving thread only (a restart), under
+  // nodes_mutex_; other threads read them under it.
+  mutable std::mutex nodes_mutex_;
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
 };
 

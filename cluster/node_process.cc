@@ -22,12 +22,21 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 // Forks and execs argv with stdout and stderr sent to the given files
-// (empty: inherit). Returns the child's pid, or -1.
+// (empty: inherit), and no other descriptor of the harness: a node that
+// inherited a proxy's socket would keep that connection open after the proxy
+// closes it, and a cut path would stay up. Returns the child's pid, or -1.
 pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_path,
-               const std::string& stderr_path) {
+               const std::string& stderr_path, const std::vector<std::string>& env = {}) {
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> environment;  // made before fork: the child only execs
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    environment.push_back(*variable);
+  }
+  for (const std::string& variable : env)
+    environment.push_back(const_cast<char*>(variable.c_str()));
+  environment.push_back(nullptr);
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the harness or test
@@ -38,7 +47,10 @@ pid_t ForkExec(const std::vector<std::string>& argv, const std::string& stdout_p
   };
   redirect(stdout_path, STDOUT_FILENO);
   redirect(stderr_path, STDERR_FILENO);
-  execv(args[0], args.data());
+  if (close_range(3, ~0U, 0) != 0) {
+    for (int fd = 3; fd < 65'536; ++fd) close(fd);
+  }
+  execve(args[0], args.data(), environment.data());
   _exit(127);
 }
 
@@ -78,12 +90,12 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
     if (ec) return Status::IOError("cannot create " + directory + ": " + ec.message());
   }
   for (const char* file : {"/port", "/gossip-port"}) std::filesystem::remove(directory + file);
-  std::vector<std::string> argv = {
-      options.tallyd_path, "--address",         "127.0.0.1", "--port", "0",
-      "--port-file",       directory + "/port", "--threads", "2"};
+  std::vector<std::string> argv = options.exec_prefix;
+  argv.insert(argv.end(), {options.tallyd_path, "--address", options.address, "--port", "0",
+                           "--port-file", directory + "/port", "--threads", "2"});
   if (options.gossip_port) {
-    argv.insert(argv.end(),
-                {"--gossip-port", "0", "--gossip-port-file", directory + "/gossip-port"});
+    argv.insert(argv.end(), {"--gossip-port", std::to_string(options.gossip_port_number),
+                             "--gossip-port-file", directory + "/gossip-port"});
   }
   for (const std::string& front : options.fronts) {
     std::filesystem::remove(directory + "/" + front + "-port");
@@ -97,9 +109,9 @@ Status NodeProcess::Spawn(const Options& options, std::unique_ptr<NodeProcess>* 
     argv.insert(argv.end(), {"--data-dir", directory + "/data"});
   }
   argv.insert(argv.end(), options.args.begin(), options.args.end());
-  const pid_t pid = ForkExec(argv, "", directory + "/stderr.log");
+  const pid_t pid = ForkExec(argv, "", directory + "/stderr.log", options.env);
   if (pid < 0) return Status::IOError("fork failed");
-  process->reset(new NodeProcess(pid, directory, owns_directory));
+  process->reset(new NodeProcess(pid, directory, owns_directory, options.address));
   return Status::OK();
 }
 
@@ -151,7 +163,7 @@ NodeProcess::~NodeProcess() {
 
 protocol::Client::Options NodeProcess::client_options() const {
   protocol::Client::Options options;
-  options.host = "127.0.0.1";
+  options.host = address_;
   options.port = port_;
   options.timeout_ms = 5'000;
   return options;

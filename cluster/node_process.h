@@ -40,6 +40,15 @@ class NodeProcess {
     // Fronts to open on ephemeral ports, by flag prefix: "grpc" adds
     // --grpc-port 0 --grpc-port-file; FrontPort("grpc") then reads it.
     std::vector<std::string> fronts;
+    // Added to the environment the harness runs in, "NAME=value" each (e.g.
+    // libfaketime's, for a node whose clock is off).
+    std::vector<std::string> env;
+    // Where tallyd listens (client and gossip ports) and is reached.
+    std::string address = "127.0.0.1";
+    // The gossip port with gossip_port; 0: an ephemeral one.
+    uint16_t gossip_port_number = 0;
+    // Runs tallyd under this command, e.g. {"ip", "netns", "exec", NAME}.
+    std::vector<std::string> exec_prefix;
   };
 
   static Status Spawn(const Options& options, std::unique_ptr<NodeProcess>* process);
@@ -71,13 +80,17 @@ class NodeProcess {
   std::string Log() const;
 
  private:
-  NodeProcess(pid_t pid, std::string directory, bool owns_directory)
-      : pid_(pid), directory_(std::move(directory)), owns_directory_(owns_directory) {}
+  NodeProcess(pid_t pid, std::string directory, bool owns_directory, std::string address)
+      : pid_(pid),
+        directory_(std::move(directory)),
+        owns_directory_(owns_directory),
+        address_(std::move(address)) {}
   Status WaitForFile(const std::string& name, int timeout_ms, uint16_t* port);
 
   pid_t pid_;
   std::string directory_;
   bool owns_directory_;
+  const std::string address_;
   uint16_t port_ = 0;
   uint16_t gossip_port_ = 0;
   bool reaped_ = false;

@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cluster/resp.h"
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
 #include "protocol/messages.h"
+#include "protocol/resp.h"
 
 namespace tally::cluster {
 namespace {
+
+using protocol::AppendCommand;
+using protocol::RespParse;
+using protocol::RespReader;
+using protocol::RespValue;
 
 // What Redis users run today for a sliding window counter: two GETs, then
 // INCR and PEXPIRE when the weighted estimate leaves room.
@@ -78,6 +83,8 @@ class TallySession : public Session {
       case protocol::ResponseKind::kCheck: break;
       case protocol::ResponseKind::kStats:
       case protocol::ResponseKind::kPolicyCheck:
+      case protocol::ResponseKind::kInspect:
+      case protocol::ResponseKind::kReset:
         return Status::Corruption("tally answered a check with another kind of response");
     }
     if (response_.outcomes.size() != batch_) {

@@ -188,4 +188,28 @@ Status Client::Stats(StatsReply* stats) {
   return Status::OK();
 }
 
+Status Client::CallOnLimit(RequestKind kind, const KeyLimit& limit, ResponseKind expected,
+                           Response* response) {
+  Request request;
+  request.kind = kind;
+  request.key_limit = limit;
+  if (Status status = Call(std::move(request), response); !status.ok()) return status;
+  if (response->kind != expected) return Status::Corruption("answered with another kind");
+  return Status::OK();
+}
+
+Status Client::Inspect(const KeyLimit& limit, InspectReply* reply) {
+  Response response;
+  Status status = CallOnLimit(RequestKind::kInspect, limit, ResponseKind::kInspect, &response);
+  if (status.ok()) *reply = std::move(response.inspect);
+  return status;
+}
+
+Status Client::Reset(const KeyLimit& limit, bool* erased) {
+  Response response;
+  Status status = CallOnLimit(RequestKind::kReset, limit, ResponseKind::kReset, &response);
+  if (status.ok()) *erased = response.reset_erased;
+  return status;
+}
+
 }  // namespace tally::protocol

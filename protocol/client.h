@@ -53,6 +53,11 @@ class Client {
   // A malformed check (empty domain, no descriptors, an empty key) is a
   // non-OK status; a descriptor's own error is in its outcome.
   Status CheckPolicy(const PolicyCheck& check, std::vector<PolicyOutcome>* outcomes);
+  // One limit's state on the node (every node's counts, as it holds them).
+  Status Inspect(const KeyLimit& limit, InspectReply* reply);
+  // Forgets one limit's state on the node; *erased says whether it held
+  // any. A clustered node refuses unless limit.local (invalid_argument).
+  Status Reset(const KeyLimit& limit, bool* erased);
 
   // Pipelining. Send encodes the request with the next id (returned in
   // *request_id) into the send buffer; Flush writes the buffer; Receive reads
@@ -69,6 +74,9 @@ class Client {
  private:
   Client(int fd, const Options& options);
   Status Call(Request request, Response* response);
+  // Call for a request about one limit, answered by a response of `expected` kind.
+  Status CallOnLimit(RequestKind kind, const KeyLimit& limit, ResponseKind expected,
+                     Response* response);
 
   const int fd_;
   const Options options_;

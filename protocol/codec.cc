@@ -123,6 +123,15 @@ Status ReadPolicyCheck(wire::PolicyCheck::Reader in, const FrameLimits& limits, 
   return Status::OK();
 }
 
+KeyLimit ReadKeyLimit(wire::KeyLimit::Reader in) {
+  KeyLimit limit;
+  limit.key = ViewOf(in.getKey());
+  limit.spec.algorithm = static_cast<Algorithm>(in.getAlgorithm());
+  limit.spec.window_ms = in.getWindowMs();
+  limit.local = in.getLocal();
+  return limit;
+}
+
 Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request* out) {
   out->id = in.getId();
   out->checks.clear();  // keeps its capacity: a connection's requests reuse it
@@ -145,6 +154,14 @@ Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request*
     case wire::Request::POLICY_CHECK:
       out->kind = RequestKind::kPolicyCheck;
       return ReadPolicyCheck(in.getPolicyCheck(), limits, &out->policy_check);
+    case wire::Request::INSPECT:
+      out->kind = RequestKind::kInspect;
+      out->key_limit = ReadKeyLimit(in.getInspect());
+      break;
+    case wire::Request::RESET:
+      out->kind = RequestKind::kReset;
+      out->key_limit = ReadKeyLimit(in.getReset());
+      break;
     default:  // a newer client's request kind: answered kUnsupported
       out->kind = RequestKind::kUnknown;
       break;
@@ -189,6 +206,13 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.grpc_requests = in.getGrpcRequests();
   stats.grpc_over_limit = in.getGrpcOverLimit();
   stats.grpc_refused = in.getGrpcRefused();
+  stats.resp_commands = in.getRespCommands();
+  stats.resp_throttled = in.getRespThrottled();
+  stats.resp_errors = in.getRespErrors();
+  stats.http_requests = in.getHttpRequests();
+  stats.http_allowed = in.getHttpAllowed();
+  stats.http_denied = in.getHttpDenied();
+  stats.http_refused = in.getHttpRefused();
   stats.recovery_ms = in.getRecoveryMs();
   stats.recovery_peers_synced = in.getRecoveryPeersSynced();
   stats.gossip_rounds = in.getGossipRounds();
@@ -210,6 +234,7 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
     out.queued_bytes = link.getQueuedBytes();
     out.full_syncs_sent = link.getFullSyncsSent();
     out.connects = link.getConnects();
+    out.lag_ms = link.getLagMs();
   }
   for (const auto node : in.getPeerNodes()) {
     PeerNodeStatus& out = stats.peer_nodes.emplace_back();
@@ -228,6 +253,8 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
     out.heartbeat = member.getHeartbeat();
     out.last_heard_ms_ago = member.getLastHeardMsAgo();
     out.lag_ms = member.getLagMs();
+    out.clock_offset_known = member.getClockOffsetKnown();
+    out.clock_offset_ms = member.getClockOffsetMs();
   }
   return stats;
 }
@@ -276,6 +303,20 @@ Status ReadPolicyOutcome(wire::PolicyOutcome::Reader in, PolicyOutcome* out) {
                             std::to_string(static_cast<unsigned>(in.which())));
 }
 
+InspectReply ReadInspect(wire::InspectReply::Reader in) {
+  InspectReply reply;
+  reply.node_id = in.getNodeId();
+  reply.found = in.getFound();
+  reply.window_index = in.getWindowIndex();
+  for (const auto node : in.getNodes()) {  // bounded by the traversal limit
+    reply.nodes.push_back(
+        {node.getNodeId(), node.getCurrent(), node.getPrevious(), node.getStamps()});
+  }
+  reply.bucket_level = in.getBucketLevel();
+  reply.bucket_refilled_at_ms = in.getBucketRefilledAtMs();
+  return reply;
+}
+
 Status ReadResponse(wire::Response::Reader in, Response* out) {
   out->id = in.getId();
   switch (in.which()) {
@@ -306,6 +347,14 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
       }
       return Status::OK();
     }
+    case wire::Response::INSPECT:
+      out->kind = ResponseKind::kInspect;
+      out->inspect = ReadInspect(in.getInspect());
+      return Status::OK();
+    case wire::Response::RESET:
+      out->kind = ResponseKind::kReset;
+      out->reset_erased = in.getReset();
+      return Status::OK();
   }
   return Status::Corruption("malformed frame: unknown response kind " +
                             std::to_string(static_cast<unsigned>(in.which())));
@@ -330,6 +379,28 @@ void WriteUnknownKind(wire::Request::Builder out) {
   kj::ArrayPtr<kj::byte> data = capnp::AnyStruct::Builder(std::move(out)).getDataSection();
   data[offset * 2] = kUnknownDiscriminant & 0xFF;  // little-endian uint16
   data[offset * 2 + 1] = kUnknownDiscriminant >> 8;
+}
+
+void WriteKeyLimit(const KeyLimit& limit, wire::KeyLimit::Builder out) {
+  out.setKey(DataOf(limit.key));
+  out.setAlgorithm(static_cast<uint8_t>(limit.spec.algorithm));
+  out.setWindowMs(limit.spec.window_ms);
+  out.setLocal(limit.local);
+}
+
+void WriteInspect(const InspectReply& reply, wire::InspectReply::Builder out) {
+  out.setNodeId(reply.node_id);
+  out.setFound(reply.found);
+  out.setWindowIndex(reply.window_index);
+  auto nodes = out.initNodes(static_cast<unsigned>(reply.nodes.size()));
+  for (unsigned i = 0; i < nodes.size(); ++i) {
+    nodes[i].setNodeId(reply.nodes[i].node_id);
+    nodes[i].setCurrent(reply.nodes[i].current);
+    nodes[i].setPrevious(reply.nodes[i].previous);
+    nodes[i].setStamps(reply.nodes[i].stamps);
+  }
+  out.setBucketLevel(reply.bucket_level);
+  out.setBucketRefilledAtMs(reply.bucket_refilled_at_ms);
 }
 
 void WriteDecision(const Decision& decision, wire::Decision::Builder out) {
@@ -366,6 +437,13 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setGrpcRequests(stats.grpc_requests);
   out.setGrpcOverLimit(stats.grpc_over_limit);
   out.setGrpcRefused(stats.grpc_refused);
+  out.setRespCommands(stats.resp_commands);
+  out.setRespThrottled(stats.resp_throttled);
+  out.setRespErrors(stats.resp_errors);
+  out.setHttpRequests(stats.http_requests);
+  out.setHttpAllowed(stats.http_allowed);
+  out.setHttpDenied(stats.http_denied);
+  out.setHttpRefused(stats.http_refused);
   out.setRecoveryMs(stats.recovery_ms);
   out.setRecoveryPeersSynced(stats.recovery_peers_synced);
   out.setGossipRounds(stats.gossip_rounds);
@@ -388,6 +466,7 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
     links[i].setQueuedBytes(link.queued_bytes);
     links[i].setFullSyncsSent(link.full_syncs_sent);
     links[i].setConnects(link.connects);
+    links[i].setLagMs(link.lag_ms);
   }
   auto nodes = out.initPeerNodes(static_cast<unsigned>(stats.peer_nodes.size()));
   for (unsigned i = 0; i < nodes.size(); ++i) {
@@ -408,6 +487,8 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
     members[i].setHeartbeat(member.heartbeat);
     members[i].setLastHeardMsAgo(member.last_heard_ms_ago);
     members[i].setLagMs(member.lag_ms);
+    members[i].setClockOffsetKnown(member.clock_offset_known);
+    members[i].setClockOffsetMs(member.clock_offset_ms);
   }
 }
 
@@ -535,6 +616,8 @@ void EncodeRequest(const Request& request, std::string* out) {
     case RequestKind::kPolicyCheck:
       WritePolicyCheck(request.policy_check, root.initPolicyCheck());
       break;
+    case RequestKind::kInspect: WriteKeyLimit(request.key_limit, root.initInspect()); break;
+    case RequestKind::kReset: WriteKeyLimit(request.key_limit, root.initReset()); break;
     case RequestKind::kUnknown: WriteUnknownKind(root); break;
   }
   AppendFrame(message, out);
@@ -568,6 +651,8 @@ void EncodeResponse(const Response& response, std::string* out) {
       }
       break;
     }
+    case ResponseKind::kInspect: WriteInspect(response.inspect, root.initInspect()); break;
+    case ResponseKind::kReset: root.setReset(response.reset_erased); break;
   }
   AppendFrame(message, out);
 }

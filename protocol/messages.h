@@ -53,10 +53,20 @@ struct PolicyCheck {
   uint64_t hits = 0;                       // the cost; 0 means 1, as Envoy's hits_addend
 };
 
+// One limit of a key, as inspect and reset name it: (key, algorithm,
+// window_ms); spec.limit is not used.
+struct KeyLimit {
+  std::string_view key;
+  LimitSpec spec;
+  bool local = false;  // reset: a clustered node refuses a reset without it
+};
+
 enum class RequestKind : uint8_t {
   kCheck = 0,
   kStats = 1,
   kPolicyCheck = 2,
+  kInspect = 3,
+  kReset = 4,
   kUnknown = 255,  // decoded from a newer client's request kind
 };
 
@@ -65,6 +75,7 @@ struct Request {
   RequestKind kind = RequestKind::kCheck;
   std::vector<Check> checks;  // kCheck only
   PolicyCheck policy_check;   // kPolicyCheck only
+  KeyLimit key_limit;         // kInspect, kReset
 };
 
 // The result of one check: a decision, or an error for that check alone.
@@ -83,6 +94,9 @@ struct PeerLinkStatus {
   uint64_t queued_bytes = 0;
   uint64_t full_syncs_sent = 0;
   uint64_t connects = 0;
+  // How long the peer has lacked some of what this node sent it: since the
+  // link's queue was last empty (0 when nothing is queued, or the link is down).
+  uint64_t lag_ms = 0;
 };
 
 // A peer whose state this node receives.
@@ -118,6 +132,9 @@ struct MemberStatus {
   uint64_t heartbeat = 0;
   uint64_t last_heard_ms_ago = 0;  // since its heartbeat last advanced here
   int64_t lag_ms = 0;  // age of that heartbeat when it arrived (wall clocks: skew included)
+  // Its wall clock minus this node's (membership.h), once heard from it directly.
+  bool clock_offset_known = false;
+  int64_t clock_offset_ms = 0;
 };
 
 struct StatsReply {
@@ -147,6 +164,13 @@ struct StatsReply {
   uint64_t grpc_requests = 0;           // ShouldRateLimit calls answered (--grpc-port)
   uint64_t grpc_over_limit = 0;         // of those, OVER_LIMIT
   uint64_t grpc_refused = 0;            // calls answered with an error status
+  uint64_t resp_commands = 0;           // commands answered on the RESP port (--resp-port)
+  uint64_t resp_throttled = 0;          // of those, limit checks that denied
+  uint64_t resp_errors = 0;             // error replies there, protocol errors included
+  uint64_t http_requests = 0;           // requests answered on --http-port, refusals included
+  uint64_t http_allowed = 0;            // of those, allowed (200)
+  uint64_t http_denied = 0;             // of those, denied (429, or 403)
+  uint64_t http_refused = 0;            // of those, errors (malformed, invalid, key cap)
   // Gossip; all 0 (and no peers) when the node has no peers.
   uint64_t recovery_ms = 0;            // waiting for peers' full syncs before serving
   uint64_t recovery_peers_synced = 0;  // peers whose full sync arrived in that time
@@ -181,7 +205,32 @@ struct PolicyOutcome {
   LimitSpec spec;              // kLimited: the limit applied
 };
 
-enum class ResponseKind : uint8_t { kCheck = 0, kStats = 1, kError = 2, kPolicyCheck = 3 };
+// One node's part of a limit's state, as inspect shows it.
+struct NodeCounts {
+  uint64_t node_id = 0;
+  uint64_t current = 0;   // counting: its count in the current window; log: its cost in the window
+  uint64_t previous = 0;  // counting: in the previous window
+  uint64_t stamps = 0;    // log: its milliseconds with admissions in the window
+};
+
+// One limit's state as the answering node holds it (Limiter::Read).
+struct InspectReply {
+  uint64_t node_id = 0;           // the node that answered
+  bool found = false;             // false: it holds nothing live for the limit
+  int64_t window_index = 0;       // counting: floor(wall_ms / window_ms) of `current`
+  std::vector<NodeCounts> nodes;  // counting and log, by node id
+  uint64_t bucket_level = 0;      // token bucket: token-ms held at refilled_at, as the node decides
+  int64_t bucket_refilled_at_ms = 0;
+};
+
+enum class ResponseKind : uint8_t {
+  kCheck = 0,
+  kStats = 1,
+  kError = 2,
+  kPolicyCheck = 3,
+  kInspect = 4,
+  kReset = 5,
+};
 
 struct Response {
   uint64_t id = 0;  // the request's id; 0 when the request could not be decoded
@@ -189,6 +238,8 @@ struct Response {
   std::vector<CheckOutcome> outcomes;          // kCheck: one per check, in order
   std::vector<PolicyOutcome> policy_outcomes;  // kPolicyCheck: one per descriptor, in order
   StatsReply stats;                            // kStats
+  InspectReply inspect;                        // kInspect
+  bool reset_erased = false;                   // kReset: the node held state and forgot it
   ErrorCode error = ErrorCode::kOk;            // kError: the whole request failed
   std::string error_message;                   // kError
 };

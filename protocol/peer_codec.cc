@@ -202,7 +202,10 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
       uint64_t step = 0;
       decoded = GetVarint(&in, &step) && GetCounter(&in, sender, &snapshot.counts.current) &&
                 GetCounter(&in, sender, &snapshot.counts.previous);
-      window_index += UnZigZag(step);
+      // Wraps (as unsigned arithmetic does) rather than overflow on a
+      // nonsensical step: the engine then refuses or expires the index.
+      window_index = static_cast<int64_t>(static_cast<uint64_t>(window_index) +
+                                          static_cast<uint64_t>(UnZigZag(step)));
       snapshot.counts.window_index = window_index;
     }
     if (!decoded) return Status::Corruption("peer state does not decode");

@@ -20,6 +20,8 @@ struct Request {
     check @1 :List(Check);  # a batch of checks, answered in order
     stats @2 :Void;
     policyCheck @3 :PolicyCheck;  # by domain and descriptors, under the node's policies
+    inspect @4 :KeyLimit;  # one limit's state on the node: every node's counts
+    reset @5 :KeyLimit;    # forget one limit's state on the node (README: tallyctl reset)
     # New client request kinds get the next ordinals. Peers never use this
     # struct: they speak PeerMessage on the gossip port (below).
   }
@@ -59,6 +61,14 @@ struct Check {
   cost @4 :UInt64 = 1;     # requests this check consumes; 0 peeks
 }
 
+# One limit of a key, as (key, algorithm, windowMs) identify it.
+struct KeyLimit {
+  key @0 :Data;
+  algorithm @1 :UInt8;
+  windowMs @2 :UInt64;
+  local @3 :Bool;  # reset: a clustered node refuses a reset without it
+}
+
 # A check by policy (tallyd --policy-dir): every descriptor is decided under
 # the limit its policy gives it, as Envoy's rate limit service does.
 struct PolicyCheck {
@@ -83,7 +93,26 @@ struct Response {
     stats @2 :StatsReply;
     error @3 :Error;               # the whole request failed
     policyCheck @4 :List(PolicyOutcome);  # one per descriptor, in the request's order
+    inspect @5 :InspectReply;
+    reset @6 :Bool;  # true: the node held state of the limit and forgot it
   }
+}
+
+# One limit's state as the answering node holds it (Limiter::Read).
+struct InspectReply {
+  nodeId @0 :UInt64;  # the node that answered
+  found @1 :Bool;     # false: it holds nothing live for the limit
+  windowIndex @2 :Int64;  # counting algorithms: floor(wall ms / windowMs) of `current`
+  nodes @3 :List(NodeCounts);  # counting algorithms and the log, by node id
+  bucketLevel @4 :UInt64;  # token bucket: token-ms it holds at bucketRefilledAtMs (the read), as this node decides
+  bucketRefilledAtMs @5 :Int64;
+}
+
+struct NodeCounts {
+  nodeId @0 :UInt64;
+  current @1 :UInt64;   # counting: its count in the current window; log: its cost in the window
+  previous @2 :UInt64;  # counting: in the previous window
+  stamps @3 :UInt64;    # log: its milliseconds with admissions in the window
 }
 
 struct PolicyOutcome {
@@ -163,6 +192,13 @@ struct StatsReply {
   grpcRequests @36 :UInt64;  # ShouldRateLimit calls answered (--grpc-port)
   grpcOverLimit @37 :UInt64;  # of those, OVER_LIMIT
   grpcRefused @38 :UInt64;  # calls answered with an error status
+  respCommands @39 :UInt64;  # commands answered on the RESP port (--resp-port)
+  respThrottled @40 :UInt64;  # of those, limit checks that denied
+  respErrors @41 :UInt64;  # error replies there, protocol errors included
+  httpRequests @42 :UInt64;  # requests answered on --http-port, refusals included
+  httpAllowed @43 :UInt64;  # of those, allowed (200)
+  httpDenied @44 :UInt64;  # of those, denied (429, or 403)
+  httpRefused @45 :UInt64;  # of those, errors (malformed, invalid, unknown domain, key cap)
 }
 
 struct PeerLinkStatus {
@@ -173,6 +209,7 @@ struct PeerLinkStatus {
   queuedBytes @4 :UInt64;
   fullSyncsSent @5 :UInt64;
   connects @6 :UInt64;
+  lagMs @7 :UInt64;  # since the link's queue was last empty; 0 when empty or down
 }
 
 struct PeerNodeStatus {
@@ -191,6 +228,8 @@ struct MemberStatus {
   heartbeat @4 :UInt64;
   lastHeardMsAgo @5 :UInt64;
   lagMs @6 :Int64;
+  clockOffsetKnown @7 :Bool;  # heard from it directly: clockOffsetMs is its clock minus ours
+  clockOffsetMs @8 :Int64;
 }
 
 # --- Peer protocol ----------------------------------------------------------

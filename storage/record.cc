@@ -80,7 +80,12 @@ bool GetPayload(Algorithm algorithm, uint8_t format, std::string_view* in, KeySn
       // Format 1 held one node's level without its capacity: it cannot be
       // turned into a debt, so it is read as a full bucket.
       if (format == kRecordFormatBefore) return GetVarint(in, &a) && GetVarint(in, &b);
-      return GetBucket(in, &snapshot->bucket);
+      if (!GetBucket(in, &snapshot->bucket) || !GetVarint(in, &snapshot->bucket_heard_debt) ||
+          !GetVarint(in, &a)) {
+        return false;
+      }
+      snapshot->bucket_heard_at_ms = static_cast<int64_t>(a);
+      return true;
   }
   return false;
 }
@@ -105,7 +110,8 @@ bool TimesFit(const KeySnapshot& snapshot) {
     case Algorithm::kTokenBucket:
       return snapshot.bucket.base_slice >= 0 &&
              snapshot.bucket.base_slice <=
-                 latest_ms / static_cast<int64_t>(BucketSliceMs(snapshot.window_ms));
+                 latest_ms / static_cast<int64_t>(BucketSliceMs(snapshot.window_ms)) &&
+             snapshot.bucket_heard_at_ms >= 0 && snapshot.bucket_heard_at_ms <= latest_ms;
   }
   return false;
 }
@@ -164,6 +170,8 @@ void AppendRecordValue(const KeySnapshot& snapshot, std::string* out) {
         PutVarint(node.counts.size(), &value);
         for (uint32_t count : node.counts) PutVarint(count, &value);
       }
+      PutVarint(snapshot.bucket_heard_debt, &value);
+      PutVarint(static_cast<uint64_t>(snapshot.bucket_heard_at_ms), &value);
       break;
     }
   }

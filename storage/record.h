@@ -10,7 +10,8 @@
 //     (at_ms, cost) per stamp
 //   token bucket: capacity, base slice, base debt, node count, then per
 //     node: node (increasing), slice count (at most kBucketMaxSlices), the
-//     counts (node/common/bucket_slices.h). Format 1 held a level and a
+//     counts (node/common/bucket_slices.h), then the node's heard debt and
+//     its time (node/engine/key_state.h). Format 1 held a level and a
 //     refill time instead: such a record is read as a full bucket.
 // expires_at_ms comes first and at a fixed offset so that a reader skips an
 // expired record without decoding the rest.

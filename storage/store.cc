@@ -306,7 +306,8 @@ Status Store::Commit(Run* run) {
   return Status::OK();
 }
 
-Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats) {
+Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
+                   const std::function<void(const LoadProgress&)>& progress) {
   *stats = LoadStats();
   std::string encoded;
   const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCheckpointKey, &encoded);
@@ -317,6 +318,8 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
   checkpoint_sequence_ = read.ok() ? GetBigEndian(encoded) : 0;
   checkpoint_bytes_ = 0;
   bytes_since_checkpoint_ = 0;
+  const uint64_t parts_to_read = progress ? CountParts() : 0;  // from the checkpoint on
+  uint64_t parts_read = 0;
 
   const int64_t now_ms = options_.clock->WallMs();
   KeySnapshot snapshot;
@@ -348,8 +351,27 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
       stats->corrupt += unframed;
     }
+    if (progress) {
+      ++parts_read;
+      const uint64_t parts = std::max(parts_read, parts_to_read);
+      progress({stats->records, stats->records * parts / parts_read});
+    }
   }
   return FromRocks(it->status(), "reading " + options_.path);
+}
+
+uint64_t Store::CountParts() const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  uint64_t parts = 0;
+  uint64_t sequence = checkpoint_sequence_;
+  uint32_t part = 0;
+  for (it->Seek(RunKey(sequence, 0)); it->Valid(); it->Seek(RunKey(sequence + 1, 0))) {
+    if (!ParseRunKey(ToView(it->key()), &sequence, &part)) break;  // past the runs
+    it->SeekForPrev(RunKey(sequence, UINT32_MAX));                 // the run's last part
+    if (!it->Valid() || !ParseRunKey(ToView(it->key()), &sequence, &part)) break;
+    parts += uint64_t{part} + 1;
+  }
+  return parts;
 }
 
 Status Store::Compact() {

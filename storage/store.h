@@ -142,9 +142,20 @@ class Store {
     // a salvage of the write-ahead log dropped.
     std::vector<std::pair<uint64_t, uint64_t>> missing_runs;
   };
+  // How far a Load is: records read so far, and an estimate of how many it
+  // reads in all: the parts to read (counted with two seeks per run before
+  // the Load starts) times the records per part read so far. Parts are full
+  // but for the last of each run, so many small runs since the checkpoint
+  // (after a crash) make the estimate high.
+  struct LoadProgress {
+    uint64_t records = 0;
+    uint64_t estimated_records = 0;
+  };
   // Calls restore(snapshot) for every record that has not expired: the newest
-  // checkpoint's, then those of later runs, oldest first.
-  Status Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats);
+  // checkpoint's, then those of later runs, oldest first; and progress (if
+  // set) after each part (about 1 MiB of records).
+  Status Load(const std::function<Status(const KeySnapshot&)>& restore, LoadStats* stats,
+              const std::function<void(const LoadProgress&)>& progress = {});
 
   // Compacts the whole database, which frees the space of deleted runs now.
   Status Compact();
@@ -163,6 +174,8 @@ class Store {
   // reserve given up if need be).
   Status CheckFreeSpace(uint64_t write_bytes);
   std::string ReservePath() const;
+  // The parts of the runs Load reads (from the checkpoint on).
+  uint64_t CountParts() const;
 
   const Options options_;
   std::unique_ptr<rocksdb::DB> db_;

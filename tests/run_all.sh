@@ -17,3 +17,6 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTALLY_SANITIZE=ON -DTALLY_BE
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== fuzzing (libFuzzer, a few seconds per decoder; tests/fuzz/run_fuzz.sh)"
+bash tests/fuzz/run_fuzz.sh "${TALLY_FUZZ_SECONDS:-10}"

@@ -6,6 +6,28 @@
 #include "node/bin/tallyd_options.h"
 
 namespace tally::bin {
+namespace {
+
+constexpr char kHttpPort[] = "the HTTP port";
+constexpr char kAdminPort[] = "the admin port";
+constexpr char kRespPort[] = "the RESP port";
+
+// --<flag>-port, --<flag>-address and --<flag>-port-file of the front that
+// serves `what` (e.g. "Envoy's rate limit service (gRPC)"), named `name`.
+void AddPortOptions(CLI::App* app, const std::string& flag, const std::string& name,
+                    const std::string& what, int* port, std::string* address,
+                    std::string* port_file) {
+  app->add_option("--" + flag + "-port", *port,
+                  "Serve " + what + " on this port; 0 picks a free one. Off unless set")
+      ->check(bin::InRange(0, 65'535));
+  app->add_option("--" + flag + "-address", *address,
+                  "Address of the " + name + " front (default: --address)");
+  app->add_option("--" + flag + "-port-file", *port_file,
+                  "Write the " + name + " front's port to this file once it listens (for --" +
+                      flag + "-port 0)");
+}
+
+}  // namespace
 
 void AddFrontOptions(CLI::App* app, FrontOptions* options) {
   app->add_option("--policy-dir", options->policy_dir,
@@ -15,14 +37,8 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "How often the policy directory is looked at for changes")
       ->check(bin::InRange(10, kDayMs))
       ->capture_default_str();
-  app->add_option("--grpc-port", options->grpc_port,
-                  "Serve Envoy's rate limit service (gRPC) on this port; 0 picks a free one. "
-                  "Off unless set")
-      ->check(bin::InRange(0, 65'535));
-  app->add_option("--grpc-address", options->grpc_address,
-                  "Address of the gRPC front (default: --address)");
-  app->add_option("--grpc-port-file", options->grpc_port_file,
-                  "Write the gRPC front's port to this file once it listens (for --grpc-port 0)");
+  AddPortOptions(app, "grpc", "gRPC", "Envoy's rate limit service (gRPC)", &options->grpc_port,
+                 &options->grpc_address, &options->grpc_port_file);
   app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
                   "Largest gRPC request; larger ones get RESOURCE_EXHAUSTED")
       ->check(bin::InRange(1'024, int64_t{64} << 20))
@@ -35,8 +51,34 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "Calls in flight per gRPC connection; more wait in the client")
       ->check(bin::InRange(1, 1'000'000))
       ->capture_default_str();
+  AddPortOptions(app, "http", "HTTP", "rate-limit checks over HTTP", &options->http_port,
+                 &options->http_address, &options->http_port_file);
+  app->add_option("--http-max-header-bytes", options->http.max_header_bytes,
+                  "Largest HTTP request line and headers; larger get 431")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 20))
+      ->capture_default_str();
+  app->add_option("--http-max-body-bytes", options->http.max_body_bytes,
+                  "Largest HTTP request body; larger get 413")
+      ->check(CLI::Range(size_t{0}, size_t{64} << 20))
+      ->capture_default_str();
+  AddPortOptions(app, "admin", "admin",
+                 "/healthz, /readyz and /metrics, from the start (while the node restores and "
+                 "recovers too),",
+                 &options->admin_port, &options->admin_address, &options->admin_port_file);
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
+  AddPortOptions(app, "resp", "RESP", "the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...)",
+                 &options->resp_port, &options->resp_address, &options->resp_port_file);
+  app->add_option("--resp-max-bulk-bytes", options->resp.limits.max_bulk_bytes,
+                  "Largest argument of a RESP command; a longer one closes the connection")
+      ->check(bin::InRange(256, int64_t{64} << 20))
+      ->capture_default_str();
+  app->add_option("--resp-max-args", options->resp.limits.max_args,
+                  "Most arguments in a RESP command; more close the connection")
+      ->check(bin::InRange(8, 1'000'000))
+      ->capture_default_str();
+  app->add_option("--resp-password-file", options->resp_password_file,
+                  "RESP clients must AUTH with the password in this file (default: no AUTH)");
 }
 
 Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts) {
@@ -47,12 +89,70 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
   } else if (options.grpc_port >= 0) {
     spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
   }
+  if (options.policy_dir.empty() && options.http_port >= 0) {
+    spdlog::info("--http-port without --policy-dir: only /v1/check, with explicit limits");
+  }
+  if (!options.resp_password_file.empty()) {
+    if (Status status = ReadSecretFile(options.resp_password_file, "the RESP password", 1,
+                                       &loaded->options_.resp.password);
+        !status.ok()) {
+      return status;
+    }
+  }
   *fronts = std::move(loaded);
+  return Status::OK();
+}
+
+Status Fronts::AddTo(Server* server, const std::string& default_address, size_t workers,
+                     Limiter* limiter, const Readiness* readiness, Metrics* metrics) {
+  const auto address = [&](const std::string& own) { return own.empty() ? default_address : own; };
+  server_ = server;
+  metrics_ = metrics;
+  if (options_.http_port >= 0) {
+    http_ = std::make_unique<CheckFront>(options_.http, limiter, policies_.get(), workers);
+    server->AddFront(kHttpPort, address(options_.http_address),
+                     static_cast<uint16_t>(options_.http_port), http_.get());
+    metrics->AddFront("http", &http_->decided());
+  }
+  if (options_.resp_port >= 0) {
+    resp_ = std::make_unique<RespFront>(options_.resp, limiter, policies_.get(), workers,
+                                        [server] { return server->Stats(); });
+    server->AddFront(kRespPort, address(options_.resp_address),
+                     static_cast<uint16_t>(options_.resp_port), resp_.get());
+    metrics->AddFront("resp", &resp_->decided());
+  }
+  if (options_.admin_port < 0) return Status::OK();
+  admin_ = std::make_unique<AdminFront>(options_.http, readiness,
+                                        [metrics] { return metrics->Render(); });
+  server->AddFront(kAdminPort, address(options_.admin_address),
+                   static_cast<uint16_t>(options_.admin_port), admin_.get());
+  if (Status status = server->ServeEarly(kAdminPort); !status.ok()) return status;
+  const uint16_t port = server->front_port(kAdminPort);
+  if (!options_.admin_port_file.empty() && !WritePortFile(options_.admin_port_file, port)) {
+    return Status::IOError("cannot write --admin-port-file " + options_.admin_port_file);
+  }
+  spdlog::info("serving /healthz, /readyz and /metrics on {}:{}", address(options_.admin_address),
+               port);
   return Status::OK();
 }
 
 Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (policies_ != nullptr) policies_->Start();
+  if (http_ != nullptr) {
+    const uint16_t port = server_->front_port(kHttpPort);
+    if (!options_.http_port_file.empty() && !WritePortFile(options_.http_port_file, port)) {
+      return Status::IOError("cannot write --http-port-file " + options_.http_port_file);
+    }
+    spdlog::info("serving checks over HTTP on port {}", port);
+  }
+  if (resp_ != nullptr) {
+    const uint16_t port = server_->front_port(kRespPort);
+    if (!options_.resp_port_file.empty() && !WritePortFile(options_.resp_port_file, port)) {
+      return Status::IOError("cannot write --resp-port-file " + options_.resp_port_file);
+    }
+    spdlog::info("serving the Redis protocol (RESP) on port {}{}", port,
+                 options_.resp.password.empty() ? "" : ", AUTH required");
+  }
   if (options_.grpc_port < 0) return Status::OK();
   RlsServer::Options grpc = options_.grpc;
   grpc.address = options_.grpc_address.empty() ? default_address : options_.grpc_address;
@@ -62,6 +162,7 @@ Status Fronts::Serve(const std::string& default_address, Limiter* limiter) {
   if (!options_.grpc_port_file.empty() && !WritePortFile(options_.grpc_port_file, grpc_->port())) {
     return Status::IOError("cannot write --grpc-port-file " + options_.grpc_port_file);
   }
+  if (metrics_ != nullptr) metrics_->AddFront("grpc", &grpc_->decided());
   spdlog::info("serving Envoy's rate limit service (gRPC) on {}:{}", grpc.address, grpc_->port());
   return Status::OK();
 }
@@ -90,6 +191,24 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
     stats->grpc_refused = grpc.refused;
     stats->shadow_denied += grpc.shadow_denied;
   }
+  if (http_ != nullptr) {
+    const CheckFront::Stats http = http_->stats();
+    stats->http_requests = http.requests;
+    stats->http_allowed = http.allowed;
+    stats->http_denied = http.denied;
+    stats->http_refused = http.refused;
+    stats->shadow_denied += http.shadow_denied;
+  }
+  if (resp_ != nullptr) {
+    const RespFront::Stats resp = resp_->stats();
+    stats->resp_commands = resp.commands;
+    stats->resp_throttled = resp.throttled;
+    stats->resp_errors = resp.errors;
+  }
+}
+
+std::vector<std::string> Fronts::DomainSlotNames() const {
+  return policies_ != nullptr ? policies_->DomainSlotNames() : std::vector<std::string>();
 }
 
 }  // namespace tally::bin

@@ -1,9 +1,12 @@
 // tallyctl: talk to a tallyd from a shell. The target is --addr host:port,
-// or TALLY_ADDR, or --host/--port (default 127.0.0.1:7420).
+// or TALLY_ADDR, or --host/--port (default 127.0.0.1:7420). Every global
+// option may come from TALLY_<NAME> (TALLY_JSON=1, TALLY_TIMEOUT_MS=500).
 //
 //   tallyctl check KEY [--algorithm A] --limit N --window-ms W [--cost C]
 //   tallyctl peek KEY [--algorithm A] --limit N --window-ms W
 //   tallyctl policy DOMAIN --descriptor k=v[,k=v...] [--descriptor ...] [--hits N]
+//   tallyctl inspect KEY [--algorithm A] --window-ms W [--addr H:P ...]
+//   tallyctl reset KEY [--algorithm A] --window-ms W [--local]
 //   tallyctl stats
 //   tallyctl cluster        (members as the node sees them, links, peers)
 //
@@ -11,6 +14,7 @@
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "node/bin/cli_checks.h"
+#include "node/bin/tallyctl_limits.h"
 #include "node/common/host_port.h"
 #include "node/common/limit.h"
 #include "node/common/version.h"
@@ -97,6 +102,13 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"grpc_requests", s.grpc_requests},
       {"grpc_over_limit", s.grpc_over_limit},
       {"grpc_refused", s.grpc_refused},
+      {"resp_commands", s.resp_commands},
+      {"resp_throttled", s.resp_throttled},
+      {"resp_errors", s.resp_errors},
+      {"http_requests", s.http_requests},
+      {"http_allowed", s.http_allowed},
+      {"http_denied", s.http_denied},
+      {"http_refused", s.http_refused},
       {"recovery_ms", s.recovery_ms},
       {"recovery_peers_synced", s.recovery_peers_synced},
       {"gossip_rounds", s.gossip_rounds},
@@ -129,13 +141,15 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
   if (json) {
     Json members = Json::array(), links = Json::array(), peers = Json::array();
     for (const tally::protocol::MemberStatus& m : s.members) {
-      members.push_back(Json{{"node_id", m.node_id},
-                             {"address", m.address},
-                             {"state", MemberStateName(m.state)},
-                             {"incarnation", m.incarnation},
-                             {"heartbeat", m.heartbeat},
-                             {"last_heard_ms_ago", m.last_heard_ms_ago},
-                             {"lag_ms", m.lag_ms}});
+      members.push_back(Json{
+          {"node_id", m.node_id},
+          {"address", m.address},
+          {"state", MemberStateName(m.state)},
+          {"incarnation", m.incarnation},
+          {"heartbeat", m.heartbeat},
+          {"last_heard_ms_ago", m.last_heard_ms_ago},
+          {"lag_ms", m.lag_ms},
+          {"clock_offset_ms", m.clock_offset_known ? Json(m.clock_offset_ms) : Json(nullptr)}});
     }
     for (const tally::protocol::PeerLinkStatus& l : s.peer_links) {
       links.push_back(Json{{"address", l.address},
@@ -144,7 +158,8 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
                            {"bytes_sent", l.bytes_sent},
                            {"queued_bytes", l.queued_bytes},
                            {"full_syncs_sent", l.full_syncs_sent},
-                           {"connects", l.connects}});
+                           {"connects", l.connects},
+                           {"lag_ms", l.lag_ms}});
     }
     for (const tally::protocol::PeerNodeStatus& n : s.peer_nodes) {
       peers.push_back(Json{{"node_id", n.node_id},
@@ -156,13 +171,15 @@ int PrintCluster(bool json, const tally::protocol::StatsReply& s) {
     PrintJson(Json{{"members", members}, {"links", links}, {"peers", peers}});
     return kExitAllowed;
   }
-  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s\n", "node", "address",
-              "state", "last_heard_ms", "lag_ms", "heartbeat");
+  std::printf("members (this node's view):\n%-20s %-24s %-8s %14s %8s %10s %15s\n", "node",
+              "address", "state", "last_heard_ms", "lag_ms", "heartbeat", "clock_offset_ms");
   for (const tally::protocol::MemberStatus& member : s.members) {
-    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu\n", ull(member.node_id),
+    const std::string offset =
+        member.clock_offset_known ? std::to_string(member.clock_offset_ms) : "-";
+    std::printf("%-20llu %-24s %-8s %14llu %8lld %10llu %15s\n", ull(member.node_id),
                 member.address.c_str(), std::string(MemberStateName(member.state)).c_str(),
                 ull(member.last_heard_ms_ago), static_cast<long long>(member.lag_ms),
-                ull(member.heartbeat));
+                ull(member.heartbeat), offset.c_str());
   }
   std::printf("links (this node's state to):\n%-24s %-5s %-20s %12s %10s %6s %8s\n", "address",
               "up", "node", "bytes_sent", "queued", "syncs", "connects");
@@ -250,6 +267,42 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
   return denied ? kExitDenied : kExitAllowed;
 }
 
+// Asks the target, or each of `addrs`, for the limit's state and prints each
+// answer; exit 2 when any could not be asked (the others are printed).
+int Inspect(tally::protocol::Client::Options target, const std::vector<std::string>& addrs,
+            const tally::protocol::KeyLimit& limit, bool json) {
+  std::vector<tally::protocol::Client::Options> targets;
+  for (const std::string& addr : addrs) {
+    tally::HostPort parsed;
+    if (tally::Status status = tally::ParseHostPort(addr, &parsed); !status.ok()) {
+      return PrintError(json, "invalid_argument", "--addr: " + std::string(status.message()));
+    }
+    target.host = parsed.host;
+    target.port = parsed.port;
+    targets.push_back(target);
+  }
+  if (targets.empty()) targets.push_back(target);
+  int exit_code = kExitAllowed;
+  for (const tally::protocol::Client::Options& node : targets) {
+    const std::string where = node.host + ":" + std::to_string(node.port);
+    std::unique_ptr<tally::protocol::Client> client;
+    tally::protocol::InspectReply reply;
+    if (tally::Status status = tally::protocol::Client::Connect(node, &client); !status.ok()) {
+      exit_code = PrintError(json, "unavailable", where + ": " + std::string(status.message()));
+    } else if (status = client->Inspect(limit, &reply); !status.ok()) {
+      exit_code = PrintError(json, "error", where + ": " + status.ToString());
+    } else if (json) {
+      PrintJson(tally::bin::InspectJson(where, limit, reply));
+    } else {
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      std::fputs(tally::bin::InspectText(where, limit, reply, now_ms).c_str(), stdout);
+    }
+  }
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,7 +319,6 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", tally::VersionLine("tallyctl"));
   app.require_subcommand(1);
   app.add_option("--addr", addr, "tallyd as host:port; --host and --port override its parts")
-      ->envname("TALLY_ADDR")
       ->check(tally::bin::HostPortCheck());
   CLI::Option* host_option =
       app.add_option("--host", options.host, "tallyd address")->capture_default_str();
@@ -276,17 +328,21 @@ int main(int argc, char** argv) {
       ->check(tally::bin::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
-  // check and peek take the same limit; neither has a default: a forgotten
-  // flag must not consume quota under a limit nobody chose.
-  const auto add_limit = [&](CLI::App* command) {
+  // A limit is (key, algorithm, window_ms): what inspect and reset name.
+  const auto add_key_limit = [&](CLI::App* command) {
     command->add_option("key", key, "The key to limit, e.g. user:42")->required();
     command
         ->add_option("--algorithm", algorithm_name,
                      "fixed_window, sliding_log, sliding_counter or token_bucket")
         ->capture_default_str();
-    command->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
-        ->required();
     command->add_option("--window-ms", spec.window_ms, "Window length (bucket: time to refill)")
+        ->required();
+  };
+  // check and peek take the same limit; neither has a default: a forgotten
+  // flag must not consume quota under a limit nobody chose.
+  const auto add_limit = [&](CLI::App* command) {
+    add_key_limit(command);
+    command->add_option("--limit", spec.limit, "Requests per window (bucket: capacity)")
         ->required();
   };
   CLI::App* check = app.add_subcommand("check", "Check (and consume) one request against a limit");
@@ -307,13 +363,35 @@ int main(int argc, char** argv) {
       ->required();
   policy->add_option("--hits", hits, "The cost of each descriptor (0 counts as 1)")
       ->capture_default_str();
+  std::vector<std::string> inspect_addrs;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "Print one limit of a key as the node holds it: every node's counts in it");
+  add_key_limit(inspect);
+  inspect
+      ->add_option("--addr", inspect_addrs,
+                   "Ask these nodes instead (host:port; repeat, or separate with commas)")
+      ->delimiter(',')
+      ->allow_extra_args(false)  // one value per --addr: the key after it is no address
+      ->check(tally::bin::HostPortCheck());
+  bool reset_local = false;
+  CLI::App* reset = app.add_subcommand(
+      "reset", "Forget one limit of a key on the node; a clustered node refuses without --local");
+  add_key_limit(reset);
+  reset->add_flag("--local", reset_local,
+                  "On a clustered node, forget this node's copy anyway: the peers send back "
+                  "what they hold within a full sync (README, tallyctl reset)");
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
   CLI::App* cluster = app.add_subcommand("cluster",
                                          "Print the members as the node sees them (state, last "
                                          "heard, lag), its gossip links and peers");
+  tally::bin::AddEnvironmentNames(&app, "TALLY_");  // TALLY_ADDR, TALLY_TIMEOUT_MS, ...
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (const std::string source = tally::bin::EnvironmentSource(app, e, argc, argv);
+        !source.empty()) {
+      return PrintError(false, "invalid_argument", source + ": " + e.what());
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitError;
   }
@@ -328,7 +406,7 @@ int main(int argc, char** argv) {
     if (host_option->count() == 0) options.host = target.host;
     if (port_option->count() == 0) options.port = target.port;
   }
-  if (check->parsed() || peek->parsed()) {
+  if (check->parsed() || peek->parsed() || inspect->parsed() || reset->parsed()) {
     const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
     if (!algorithm) {
       return PrintError(json, "invalid_argument", "unknown algorithm " + algorithm_name);
@@ -353,6 +431,9 @@ int main(int argc, char** argv) {
   policy_check.domain = domain;
   policy_check.hits = hits;
 
+  const tally::protocol::KeyLimit key_limit{key, spec, reset_local};
+  if (inspect->parsed()) return Inspect(options, inspect_addrs, key_limit, json);
+
   std::unique_ptr<tally::protocol::Client> client;
   if (tally::Status status = tally::protocol::Client::Connect(options, &client); !status.ok()) {
     return PrintError(json, "unavailable", status.message());
@@ -363,6 +444,19 @@ int main(int argc, char** argv) {
       return PrintError(json, "error", status.ToString());
     }
     return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
+  }
+  if (reset->parsed()) {
+    bool erased = false;
+    if (tally::Status status = client->Reset(key_limit, &erased); !status.ok()) {
+      return PrintError(json, "error", status.ToString());
+    }
+    if (json) {
+      PrintJson(Json{{"erased", erased}});
+    } else {
+      std::printf("%s\n", erased ? "reset: the node forgot this limit's state"
+                                 : "reset: the node held nothing for this limit");
+    }
+    return kExitAllowed;
   }
   if (policy->parsed()) {
     std::vector<tally::protocol::PolicyOutcome> outcomes;

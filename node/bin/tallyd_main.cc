@@ -1,8 +1,10 @@
 // tallyd: the tally daemon. Serves the protocol (node/server/server.h) over TCP.
 //
-// Options come from flags and, optionally, a TOML file (--config) whose keys
-// are the long flag names without dashes' prefix, e.g. `port = 7420`; flags
-// given on the command line override the file (node/bin/tallyd_options.h).
+// Options come from flags, environment variables (TALLY_MAX_KEYS for
+// --max-keys) and, optionally, a TOML file (--config) whose keys are the long
+// flag names without dashes' prefix, e.g. `port = 7420`; flags override the
+// environment, which overrides the file (node/bin/tallyd_options.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,11 +19,15 @@
 
 #include "node/bin/cli_checks.h"
 #include "node/bin/fronts.h"
+#include "node/bin/log_format.h"
+#include "node/bin/startup_progress.h"
 #include "node/bin/tallyd_options.h"
 #include "node/common/clock.h"
+#include "node/common/readiness.h"
 #include "node/common/version.h"
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "node/metrics/metrics.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
 #include "storage/store.h"
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
   app.set_version_flag("--version", tally::VersionLine("tallyd"));
+  tally::bin::AddLogFormatOption(&app);  // first: later refusals are logged in its format
   tally::bin::AddConfigOption(&app);
   tally::bin::FrontOptions front_options;
   tally::bin::AddFrontOptions(&app, &front_options);
@@ -142,7 +149,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
-                 "for more. The node joins the cluster through any one that answers; listing "
+                 "for more, or separate them with commas. The node joins the cluster through any "
+                 "one that answers; listing "
                  "this node itself is fine. Without seeds or a secret, the node is local-only")
       ->check(tally::bin::HostPortCheck());
   app.add_option("--gossip-address", gossip_address,
@@ -185,6 +193,11 @@ int main(int argc, char** argv) {
                  "... and dead after this long (it still counts for the limits until it leaves)")
       ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
+  app.add_option("--max-clock-offset-ms", gossip_options.max_clock_offset_ms,
+                 "Warn in the log when a member's clock is off this node's by more (windows are "
+                 "aligned to wall clocks; offsets are in stats and tallyctl cluster)")
+      ->check(tally::bin::InRange(1, kHourMs))
+      ->capture_default_str();
   app.add_option("--recovery-timeout-ms", recovery_timeout_ms,
                  "At start, wait at most this long to join and for every live member's full "
                  "sync before serving")
@@ -209,6 +222,8 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  tally::Readiness readiness;  // what /readyz, tally_ready and systemd are told
+  tally::bin::StartupProgress progress(&readiness, tally::SystemClock::Default());
   if (memory_only && data_dir_option->count() > 0) {
     spdlog::error(
         "not starting: --memory-only keeps nothing on disk, but --data-dir is given "
@@ -271,10 +286,59 @@ int main(int argc, char** argv) {
   tally::storage::Store::LoadStats loaded;
   int64_t restore_ms = 0;
   uint64_t keys_restored = 0;  // distinct keys; a key in a checkpoint and later runs is one
-  if (store) {                 // every live counter is back before the first request is served
+  std::optional<tally::Persister> persister;
+  std::optional<tally::Gossip> gossip;
+  int64_t recovery_ms = 0;
+  size_t recovered_from = 0;
+  server.policies = fronts->policies();
+  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
+  server.on_shutdown = [&progress] { progress.Stopping(); };
+  server.add_stats = [&](tally::protocol::StatsReply* stats) {
+    fronts->AddStats(stats);
+    if (gossip) {
+      gossip->AddStats(stats);
+      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
+      stats->recovery_peers_synced = recovered_from;
+    }
+    if (persister) {
+      const tally::Persister::Stats persisted = persister->stats();
+      stats->restore_ms = static_cast<uint64_t>(restore_ms);
+      stats->keys_restored = keys_restored;
+      stats->storage_flushes = persisted.flushes;
+      stats->storage_checkpoints = persisted.checkpoints;
+      stats->storage_keys_written = persisted.keys_written;
+      stats->storage_write_errors = persisted.write_errors;
+      stats->storage_degraded = persisted.degraded;
+      stats->storage_disk_bytes = store->DiskBytes();
+    }
+  };
+
+  // Built before the restore so that the admin port answers (/readyz: 503
+  // with what the node waits for) while the node restores and recovers.
+  tally::Server daemon(server, &limiter, clock);
+  // What the admin port's /metrics answers. The node's stats only once it is
+  // ready: until then the restore and recovery are still building what they
+  // read (readiness orders the two: it is set after them, under its mutex).
+  tally::Metrics metrics(
+      {.stats = [&] { return readiness.ready() ? daemon.Stats() : tally::protocol::StatsReply(); },
+       .domain_names = [&fronts] { return fronts->DomainSlotNames(); },
+       .readiness = &readiness});
+  metrics.AddFront("protocol", &daemon.protocol_counters());
+  if (tally::Status status =
+          fronts->AddTo(&daemon, server.address, static_cast<size_t>(std::max(1, server.threads)),
+                        &limiter, &readiness, &metrics);
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  if (store) {  // every live counter is back before the first request is served
     const int64_t started_ms = clock->MonotonicMs();
+    progress.Step("restoring counters from " + data_dir);
     if (tally::Status status = store->Load(
-            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded);
+            [&](const tally::KeySnapshot& snapshot) { return limiter.Restore(snapshot); }, &loaded,
+            [&](const tally::storage::Store::LoadProgress& read) {
+              progress.Restoring(read.records, read.estimated_records);
+            });
         !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
@@ -299,7 +363,6 @@ int main(int argc, char** argv) {
           loaded.last_run);
     }
   }
-  std::optional<tally::Persister> persister;
   if (store) {
     persister_options.clock = clock;
     persister.emplace(persister_options, &limiter, store.get());
@@ -309,9 +372,6 @@ int main(int argc, char** argv) {
   // A restarted node first takes back from its peers what they hold of its
   // own slots (increments gossiped but not flushed before a crash): serving
   // before that would undercount.
-  std::optional<tally::Gossip> gossip;
-  int64_t recovery_ms = 0;
-  size_t recovered_from = 0;
   if (clustered) {
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
@@ -327,7 +387,11 @@ int main(int argc, char** argv) {
     }
     gossip->Start();
     const int64_t started_ms = clock->MonotonicMs();
-    const tally::Gossip::Recovery recovery = gossip->WaitForRecovery(recovery_timeout_ms);
+    progress.Step("joining the cluster and waiting for the members' full syncs");
+    const tally::Gossip::Recovery recovery =
+        gossip->WaitForRecovery(recovery_timeout_ms, [&](const tally::Gossip::Recovery& now) {
+          progress.Recovering(now.joined, now.peers_synced, now.peers_alive);
+        });
     recovered_from = recovery.peers_synced;
     recovery_ms = clock->MonotonicMs() - started_ms;
     if (!recovery.joined) {
@@ -346,29 +410,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  server.policies = fronts->policies();
-  server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
-  server.add_stats = [&](tally::protocol::StatsReply* stats) {
-    fronts->AddStats(stats);
-    if (gossip) {
-      gossip->AddStats(stats);
-      stats->recovery_ms = static_cast<uint64_t>(recovery_ms);
-      stats->recovery_peers_synced = recovered_from;
-    }
-    if (persister) {
-      const tally::Persister::Stats persisted = persister->stats();
-      stats->restore_ms = static_cast<uint64_t>(restore_ms);
-      stats->keys_restored = keys_restored;
-      stats->storage_flushes = persisted.flushes;
-      stats->storage_checkpoints = persisted.checkpoints;
-      stats->storage_keys_written = persisted.keys_written;
-      stats->storage_write_errors = persisted.write_errors;
-      stats->storage_degraded = persisted.degraded;
-      stats->storage_disk_bytes = store->DiskBytes();
-    }
-  };
-
-  tally::Server daemon(server, &limiter, clock);
   if (tally::Status status = daemon.Listen(); !status.ok()) {
     spdlog::error("{}", status.ToString());
     return 1;
@@ -381,6 +422,7 @@ int main(int argc, char** argv) {
     spdlog::error("not starting: {}", status.ToString());
     return 1;
   }
+  progress.Ready();
   daemon.Run();
   fronts->Stop(server.drain_timeout_ms);
   if (gossip)

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "node/bin/cli_checks.h"
 #include "node/common/status.h"
 #include "protocol/peer_auth.h"
 
@@ -51,7 +52,8 @@ class StrictConfig : public CLI::ConfigTOML {
     std::istringstream whole(text);
     std::vector<CLI::ConfigItem> read = CLI::ConfigTOML::from_config(whole);
     std::set<std::string> seen;
-    for (const CLI::ConfigItem& item : read) {
+    std::vector<CLI::ConfigItem> kept;  // what no environment variable overrides
+    for (CLI::ConfigItem& item : read) {
       if (item.name == "++" || item.name == "--") continue;  // CLI11's marks around a [section]
       const std::string key = item.fullname();
       const CLI::Option* option =
@@ -60,8 +62,9 @@ class StrictConfig : public CLI::ConfigTOML {
         throw Refusal(text, key, 0, "unknown key '" + key + "'");
       }
       if (!seen.insert(key).second) throw Refusal(text, key, 1, "'" + key + "' is set twice");
+      if (EnvironmentValue(*option) == nullptr) kept.push_back(std::move(item));
     }
-    return read;
+    return kept;
   }
 
  private:
@@ -89,54 +92,65 @@ class StrictConfig : public CLI::ConfigTOML {
 }  // namespace
 
 void AddConfigOption(CLI::App* app) {
-  app->set_config("--config", "", "Read options from a TOML file (flags override it)");
+  app->set_config("--config", "",
+                  "Read options from a TOML file (flags and TALLY_* variables override it)");
   app->config_formatter(std::make_shared<StrictConfig>(app));
 }
 
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv) {
+  AddEnvironmentNames(&app, "TALLY_");
+  CLI::Option* config = app.get_config_ptr();
+  if (const char* file = EnvironmentValue(*config)) config->default_str(file)->required();
+  // Where the config file was named, and where a refused value came from.
+  std::string config_source = EnvironmentSource(*config, argc, argv);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::FileError&) {  // CLI11's check before it reads
-    spdlog::error("not starting: --config {}: no such file, or not a file",
-                  app.get_config_ptr()->as<std::string>());
-    return 1;
-  } catch (const CLI::ConfigError& e) {
-    spdlog::error("not starting: --config {}: {}", app.get_config_ptr()->as<std::string>(),
-                  e.what());
-    return 1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    spdlog::error("not starting: {}", e.what());
+    if (config_source.empty()) config_source = "--config " + config->as<std::string>();
+    if (dynamic_cast<const CLI::FileError*>(&e) != nullptr) {  // CLI11's check before it reads
+      spdlog::error("not starting: {}: no such file, or not a file", config_source);
+    } else if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr) {
+      spdlog::error("not starting: {}: {}", config_source, e.what());
+    } else if (const std::string source = EnvironmentSource(app, e, argc, argv); !source.empty()) {
+      spdlog::error("not starting: {}: {}", source, e.what());
+    } else {
+      spdlog::error("not starting: {}", e.what());
+    }
     return 1;
   }
   return std::nullopt;
 }
 
-Status ReadClusterSecret(const std::string& path, std::string* secret) {
-  const std::string what = "the cluster secret file " + path;
+Status ReadSecretFile(const std::string& path, const std::string& what, size_t min_bytes,
+                      std::string* secret) {
+  const std::string file = what + " file " + path;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + what + ": " + std::strerror(errno));
+  if (!in) return Status::IOError("cannot read " + file + ": " + std::strerror(errno));
   if (Status status = ReadAtMost(in, kMaxSecretBytes, secret); !status.ok()) {
     return status.code() == Status::Code::kIOError
-               ? Status::IOError("cannot read " + what + ": " + std::string(status.message()))
-               : Status::InvalidArgument(what + " " + std::string(status.message()));
+               ? Status::IOError("cannot read " + file + ": " + std::string(status.message()))
+               : Status::InvalidArgument(file + " " + std::string(status.message()));
   }
   while (!secret->empty() && std::isspace(static_cast<unsigned char>(secret->back()))) {
     secret->pop_back();
   }
-  if (secret->size() < protocol::kMinSecretBytes) {
-    return Status::InvalidArgument("the cluster secret in " + path + " has " +
-                                   std::to_string(secret->size()) + " bytes; it needs at least " +
-                                   std::to_string(protocol::kMinSecretBytes));
+  if (secret->size() < min_bytes) {
+    return Status::InvalidArgument(what + " in " + path + " has " + std::to_string(secret->size()) +
+                                   " bytes; it needs at least " + std::to_string(min_bytes));
   }
   std::error_code ec;
   const auto permissions = std::filesystem::status(path, ec).permissions();
   if (!ec &&
       (permissions & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
           std::filesystem::perms::none) {
-    spdlog::warn("the cluster secret file {} is readable by others than its owner", path);
+    spdlog::warn("{} is readable by others than its owner", file);
   }
   return Status::OK();
+}
+
+Status ReadClusterSecret(const std::string& path, std::string* secret) {
+  return ReadSecretFile(path, "the cluster secret", protocol::kMinSecretBytes, secret);
 }
 
 bool WritePortFile(const std::string& path, uint16_t port) {

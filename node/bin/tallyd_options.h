@@ -6,6 +6,7 @@
 // Thread safety: call from main's thread, before any other thread starts.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -16,22 +17,30 @@
 namespace tally::bin {
 
 // Adds --config to `app`: a TOML file whose keys are the long flags' names
-// (`max-keys = 1000`). Flags given override the file. The file is refused
+// (`max-keys = 1000`). Flags given and environment variables set override
+// the file (see ParseOrExit). The file is refused
 // whole, naming the line where known, when a key names no flag of `app`, sits
 // in a [section] or is set twice, or when it is over 1 MiB. `app` must
 // outlive its parsing.
 void AddConfigOption(CLI::App* app);
 
-// Parses argv into the options added to `app`. Returns nullopt when tallyd
-// goes on; otherwise the exit code: 0 once --help is printed, 1 once an
-// error is logged (spdlog's default logger must be set up).
+// Parses argv into the options added to `app`, after giving each its
+// environment variable (AddEnvironmentNames, prefix TALLY_: TALLY_CONFIG
+// names the config file too). Precedence: command line, then environment,
+// then the config file, then the default. Returns nullopt when tallyd goes
+// on; otherwise the exit code: 0 once --help is printed, 1 once an error is
+// logged, naming the variable when the value came from one (spdlog's
+// default logger must be set up).
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
 
-// The cluster secret held in the file at `path`, without trailing whitespace.
-// The file may be anything that reads (a pipe too) but must hold at least
-// protocol::kMinSecretBytes and at most 4096 bytes. A read that fails (a
-// directory) is an IOError saying why; a wrong size, InvalidArgument. Warns
-// when others than the owner may read the file.
+// The secret held in the file at `path`, without trailing whitespace; `what`
+// names it in errors ("the cluster secret"). The file may be anything that
+// reads (a pipe too) but must hold at least min_bytes and at most 4096
+// bytes. A read that fails (a directory) is an IOError saying why; a wrong
+// size, InvalidArgument. Warns when others than the owner may read the file.
+Status ReadSecretFile(const std::string& path, const std::string& what, size_t min_bytes,
+                      std::string* secret);
+// ReadSecretFile of the cluster secret: at least protocol::kMinSecretBytes.
 Status ReadClusterSecret(const std::string& path, std::string* secret);
 
 // Writes a bound port to `path` (for --port 0 and its kin) atomically, so a

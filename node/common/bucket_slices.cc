@@ -156,15 +156,15 @@ void AddToBucket(BucketSlices& state, NodeId node, int64_t slice, uint64_t cost)
       static_cast<uint32_t>(std::min<uint64_t>(sum, std::numeric_limits<uint32_t>::max()));
 }
 
-void MergeBucket(BucketSlices& state, const BucketSlices& from, uint64_t window_ms) {
+uint64_t MergeBucket(BucketSlices& state, const BucketSlices& from, uint64_t window_ms) {
   if (from.base_slice < state.base_slice) {
     BucketSlices folded = from;
     FoldBucket(folded, window_ms, state.base_slice);
-    MergeBucket(state, folded, window_ms);
-    return;
+    return MergeBucket(state, folded, window_ms);
   }
   FoldBucket(state, window_ms, from.base_slice);
   state.capacity = std::max(state.capacity, from.capacity);
+  u128 added = Minus(from.base_debt, state.base_debt);
   state.base_debt = std::max(state.base_debt, from.base_debt);
   for (const NodeSlices& incoming : from.nodes) {
     const size_t n = std::min<size_t>(incoming.counts.size(), kBucketMaxSlices);
@@ -180,8 +180,13 @@ void MergeBucket(BucketSlices& state, const BucketSlices& from, uint64_t window_
       it = state.nodes.insert(it, {incoming.node, {}});
     }
     if (it->counts.size() < n) it->counts.resize(n, 0);
-    for (size_t i = 0; i < n; ++i) it->counts[i] = std::max(it->counts[i], incoming.counts[i]);
+    for (size_t i = 0; i < n; ++i) {
+      if (incoming.counts[i] <= it->counts[i]) continue;
+      added += static_cast<u128>(incoming.counts[i] - it->counts[i]) * window_ms;
+      it->counts[i] = incoming.counts[i];
+    }
   }
+  return Saturate(added);
 }
 
 uint64_t BucketCostIn(const NodeSlices& node, int64_t base_slice, int64_t first, int64_t end) {

@@ -99,8 +99,11 @@ void FoldBucket(BucketSlices& state, uint64_t window_ms, int64_t base_slice);
 // the base slice). Only the owner of a slot may call this.
 void AddToBucket(BucketSlices& state, NodeId node, int64_t slice, uint64_t cost);
 // Joins `from` into `state` (see above). Counts beyond kBucketMaxSlices past
-// the joined base are dropped.
-void MergeBucket(BucketSlices& state, const BucketSlices& from, uint64_t window_ms);
+// the joined base are dropped. Returns what the join added (token-ms,
+// saturating): window_ms per token by which a slot grew, plus the growth of
+// the base debt. Charging it at once bounds the change of any debt it makes:
+// a debt falls by at most as much as it rose, later.
+uint64_t MergeBucket(BucketSlices& state, const BucketSlices& from, uint64_t window_ms);
 
 // Cost per node in slices [first, end) (absolute slice indices): what escrow
 // weighs and compares.

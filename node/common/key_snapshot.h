@@ -43,6 +43,16 @@ struct KeySnapshot {
   WindowCounts counts;          // fixed window, sliding counter: every node's slots
   std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
   BucketSlices bucket;          // token bucket: every node's slices and the folded base
+  // Token bucket, this node's heard debt (node/engine/key_state.h): token-ms
+  // at bucket_heard_at_ms. Stored, never sent (it is this node's view, not
+  // state to merge); kUnknownDebt where a snapshot does not carry it.
+  static constexpr uint64_t kUnknownDebt = UINT64_MAX;
+  uint64_t bucket_heard_debt = kUnknownDebt;
+  int64_t bucket_heard_at_ms = 0;
+  // Limiter::Read only: the token-ms the bucket holds at bucket_level_at_ms,
+  // as this node decides.
+  uint64_t bucket_level = 0;
+  int64_t bucket_level_at_ms = 0;
 
   bool operator==(const KeySnapshot&) const = default;
 };

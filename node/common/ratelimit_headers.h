@@ -38,5 +38,10 @@ std::string StructuredString(std::string_view policy);
 // Retry-After only when the decision is a denial that a wait can fix.
 void AppendRateLimitHeaders(std::string_view policy, const Decision& decision, uint64_t window_ms,
                             std::vector<HeaderField>* headers);
+// The same headers as HTTP/1.1 header lines ("Name: value\r\n") appended to
+// *lines: for a front that writes them on every request, with no allocation
+// but the string's growth.
+void AppendRateLimitHeaderLines(std::string_view policy, const Decision& decision,
+                                uint64_t window_ms, std::string* lines);
 
 }  // namespace tally

@@ -29,12 +29,14 @@ Decision DecideFixedWindow(const LimitSpec& spec, uint64_t count, uint64_t elaps
 Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t previous,
                               uint64_t elapsed_ms, uint64_t cost);
 
-// Token bucket: `state` as replicated (node/common/bucket_slices.h), judged
-// at now_ms with capacity spec.limit refilled per window_ms. A request
-// passes iff debt + cost * window_ms <= limit * window_ms; retry_after_ms and
-// reset_after_ms are the exact waits of the debt's fall.
-Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, int64_t now_ms,
-                           uint64_t cost);
+// Token bucket: `state` as replicated (node/common/bucket_slices.h) and
+// heard_debt, the debt (token-ms) at now_ms of a central bucket fed each cost
+// when this node heard of it (node/engine/key_state.h), judged at now_ms with
+// capacity spec.limit refilled per window_ms. The debt is the smaller of the
+// two. A request passes iff debt + cost * window_ms <= limit * window_ms;
+// retry_after_ms and reset_after_ms are the exact waits of the debt's fall.
+Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, uint64_t heard_debt,
+                           int64_t now_ms, uint64_t cost);
 
 // Sliding-window log: the entries still in the trailing window (now_ms -
 // window_ms, now_ms], oldest first, and their total cost.

@@ -8,6 +8,20 @@
 namespace tally {
 namespace {
 
+__extension__ typedef unsigned __int128 u128;  // token-ms sums and refills
+
+uint64_t Saturate(u128 value) {
+  return static_cast<uint64_t>(std::min<u128>(value, std::numeric_limits<uint64_t>::max()));
+}
+
+// A debt of `debt` token-ms at at_ms, refilled at `capacity` token-ms per ms
+// until now_ms (none if now_ms is not later).
+uint64_t RefilledDebt(uint64_t debt, int64_t at_ms, uint64_t capacity, int64_t now_ms) {
+  if (now_ms <= at_ms) return debt;
+  const u128 refill = static_cast<u128>(now_ms - at_ms) * capacity;
+  return refill >= debt ? 0 : debt - static_cast<uint64_t>(refill);
+}
+
 // Merges `from` into the own slot (inline) and the remote G-counter of one window.
 void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
@@ -224,9 +238,40 @@ bool IsExpired(const LogEntry& entry, Algorithm /*algorithm*/, uint64_t window_m
   return true;
 }
 
+uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms) {
+  return RefilledDebt(entry.heard_debt, entry.heard_at_ms, capacity, now_ms);
+}
+
+void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,
+                   int64_t now_ms) {
+  const uint64_t debt = std::min(HeardDebt(entry, spec.limit, now_ms),
+                                 BucketDebt(entry.state, spec.limit, spec.window_ms, now_ms));
+  entry.heard_debt = Saturate(static_cast<u128>(debt) + static_cast<u128>(cost) * spec.window_ms);
+  entry.heard_at_ms = now_ms;
+  entry.state.capacity = spec.limit;
+  AddToBucket(entry.state, self, BucketSliceAt(spec.window_ms, now_ms), cost);
+}
+
+void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,
+                     int64_t now_ms) {
+  const uint64_t debt = HeardDebt(entry, entry.state.capacity, now_ms);
+  entry.heard_debt = Saturate(static_cast<u128>(debt) + MergeBucket(entry.state, from, window_ms));
+  entry.heard_at_ms = now_ms;
+}
+
+void RestoreHeardDebt(BucketEntry& entry, uint64_t heard_debt, int64_t heard_at_ms,
+                      int64_t now_ms) {
+  if (heard_debt == KeySnapshot::kUnknownDebt) return;
+  const uint64_t capacity = entry.state.capacity;
+  entry.heard_debt = std::min(HeardDebt(entry, capacity, now_ms),
+                              RefilledDebt(heard_debt, heard_at_ms, capacity, now_ms));
+  entry.heard_at_ms = now_ms;
+}
+
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
-  return BucketFullAtMs(entry.state, window_ms) <= now_ms;
+  return BucketFullAtMs(entry.state, window_ms) <= now_ms &&
+         HeardDebt(entry, std::max<uint64_t>(entry.state.capacity, 1), now_ms) == 0;
 }
 
 }  // namespace tally

@@ -93,14 +93,41 @@ bool IsExpired(const LogEntry& entry, Algorithm algorithm, uint64_t window_ms, i
 // Token bucket: every node's admitted cost per slice of time and the folded
 // base (node/common/bucket_slices.h), this node's slot among them. With
 // escrow, its epoch once the key is checked in a cluster.
+//
+// Beside the slices, the heard debt (token-ms at heard_at_ms): that of a
+// central bucket fed each cost when this node heard of it, its own
+// admissions at once and what merges add when they arrive. The slices charge
+// each cost at its slice's end, so both debts are at least a central
+// bucket's fed the same costs at their true times; a decision takes the
+// smaller. A lone node's heard debt is exactly the classic bucket's, so it
+// decides as a single bucket does, to the millisecond. 16 bytes per key,
+// local (neither sent nor stored: a restored key starts from its slices).
 struct BucketEntry {
   CompactKey key;
   BucketSlices state;
+  uint64_t heard_debt = 0;  // token-ms short of full at heard_at_ms
+  int64_t heard_at_ms = 0;
   std::unique_ptr<EscrowEpoch> epoch;
 };
 
-// A bucket full at now_ms with every slice folded (BucketFullAtMs) stays so:
-// forgetting it changes no decision.
+// The heard debt at now_ms, refilled at `capacity` tokens per window (that
+// is, capacity token-ms per ms) since heard_at_ms.
+uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms);
+// Admits `cost` at now_ms for `self`: its slot of the current slice and the
+// heard debt (rebased on the smaller of the two debts, both valid bounds).
+void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,
+                   int64_t now_ms);
+// Joins `from` (a peer's slices, or a stored record) into the entry; what it
+// adds is heard at now_ms.
+void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,
+                     int64_t now_ms);
+
+// Takes a stored heard debt (token-ms at heard_at_ms; kUnknownDebt: none)
+// where it is smaller at now_ms than the entry's: both bound the same costs.
+void RestoreHeardDebt(BucketEntry& entry, uint64_t heard_debt, int64_t heard_at_ms, int64_t now_ms);
+
+// A bucket full at now_ms by both debts, with every slice folded
+// (BucketFullAtMs), stays so: forgetting it changes no decision.
 bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
 }  // namespace tally

@@ -70,6 +70,14 @@ class KeyTable {
 
   size_t size() const { return index_.size(); }
 
+  // Erases the key's entry; false when there is none.
+  bool Erase(std::string_view key, size_t hash) {
+    const auto it = index_.find(Probe{key, hash});
+    if (it == index_.end()) return false;
+    Erase(*it);
+    return true;
+  }
+
   // Examines up to `budget` slots after the sweep cursor and erases the live
   // entries for which is_expired(entry) holds. Returns how many it erased.
   template <typename IsExpired>

@@ -128,12 +128,24 @@ size_t Limiter::SweepIfDue() {
 }
 
 Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot) {
-  if (Status status = ValidateReplicated(key, spec); !status.ok()) return status;
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
   const size_t hash = HashKey(key);
   const bool found = InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Read(key, hash, spec, options_.node_id, now_ms, snapshot);
   });
   return found ? Status::OK() : Status::NotFound("no live state for this key");
+}
+
+Status Limiter::Erase(std::string_view key, const LimitSpec& spec) {
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
+  const size_t hash = HashKey(key);
+  const bool erased =
+      InShard(hash, [&](Shard& shard, int64_t) { return shard.Erase(budget_, key, hash, spec); });
+  if (!erased) return Status::NotFound("no state for this key");
+  erasures_.fetch_add(1, std::memory_order_release);
+  return Status::OK();
 }
 
 Status Limiter::Merge(const KeySnapshot& snapshot) {

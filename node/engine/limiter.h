@@ -107,6 +107,8 @@ class Limiter {
   // InvalidArgument). State under this node's own id raises its own: that is
   // how a restarted node recovers increments it had not persisted. A merge
   // counts as a change for CollectChanges, not for CollectGossip (no relay).
+  // Read answers the token bucket too, with this node's level (for
+  // inspection; Merge refuses it).
   Status Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot);
   Status Merge(const KeySnapshot& snapshot);
 
@@ -122,6 +124,14 @@ class Limiter {
 
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();
+
+  // Forgets the state of `key` under spec (spec.limit is ignored) on this
+  // node, every node's slots included: NotFound when it holds none. A peer's
+  // next merge brings back what the peer holds. What is on disk stays until a
+  // checkpoint (CollectAll) replaces it; erasures() counts the calls that
+  // erased something, so that the persister knows to write one.
+  Status Erase(std::string_view key, const LimitSpec& spec);
+  uint64_t erasures() const { return erasures_.load(std::memory_order_acquire); }
 
   // Persistence. With Options::track_changes, hands the sink a snapshot of
   // every key whose state changed since the previous call (each key once).
@@ -145,6 +155,7 @@ class Limiter {
 
   size_t key_count() const { return budget_.count(); }
   NodeId node_id() const { return options_.node_id; }
+  bool replicated() const { return options_.replicate; }
 
  private:
   static constexpr int64_t kCapSweepIntervalMs = 100;
@@ -163,6 +174,7 @@ class Limiter {
   std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
   std::atomic<size_t> cluster_size_;
   std::atomic<size_t> unreachable_peers_{0};
+  std::atomic<uint64_t> erasures_{0};
   std::unique_ptr<Shard[]> shards_;
 };
 

@@ -50,6 +50,8 @@ void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
 }
 void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
   snapshot->bucket = entry.state;
+  snapshot->bucket_heard_debt = entry.heard_debt;
+  snapshot->bucket_heard_at_ms = entry.heard_at_ms;
 }
 
 // Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
@@ -276,7 +278,10 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   BucketSlices full;  // a bucket this node does not hold yet (no allocation)
   full.base_slice = BucketBaseFor(slice);
   const BucketSlices& state = entry ? entry->state : full;
-  Decision result = DecideTokenBucket(spec, state, now_ms, cost);
+  const auto heard_at = [&](int64_t at_ms) {
+    return entry ? HeardDebt(*entry, spec.limit, at_ms) : 0;
+  };
+  Decision result = DecideTokenBucket(spec, state, heard_at(now_ms), now_ms, cost);
   // Escrow: spend at most this node's share of what the view leaves at the
   // epoch's end; the counts it compares are each node's cost in the current
   // period of slices (and, for the weights, the previous one).
@@ -316,7 +321,8 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
         }
       }
       // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
-      const uint64_t view_remaining = DecideTokenBucket(spec, state, epoch_end_ms, 0).remaining;
+      const uint64_t view_remaining =
+          DecideTokenBucket(spec, state, heard_at(epoch_end_ms), epoch_end_ms, 0).remaining;
       epoch.Begin(epoch_index, period, view_remaining, escrow.self, own_current32,
                   own_current + own_previous, remote_current, remote_previous, members);
     }
@@ -331,8 +337,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       entry->state.base_slice = BucketBaseFor(slice);
       entry->epoch = std::move(fresh);
     }
-    entry->state.capacity = spec.limit;
-    AddToBucket(entry->state, escrow.self, slice, cost);
+    AdmitToBucket(*entry, escrow.self, spec, cost, now_ms);
     MarkChanged(buckets, spec, entry, /*local=*/true);
   }
   *decision = result;
@@ -373,6 +378,13 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
     if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
     FoldBucket(entry->state, spec.window_ms, BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms)));
     snapshot->bucket = entry->state;
+    // The level this node decides by, at the capacity asked for (else the last one checked).
+    const uint64_t capacity = spec.limit > 0 ? spec.limit : entry->state.capacity;
+    const uint64_t full = capacity * spec.window_ms;
+    const uint64_t debt = std::min(HeardDebt(*entry, capacity, now_ms),
+                                   BucketDebt(entry->state, capacity, spec.window_ms, now_ms));
+    snapshot->bucket_level = debt >= full ? 0 : full - debt;
+    snapshot->bucket_level_at_ms = now_ms;
     return true;
   }
   CounterEntry* entry = FindEntry(counters, spec, key, hash);
@@ -440,7 +452,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
     entry->state.base_slice = base_slice;
   }
   FoldBucket(entry->state, spec.window_ms, base_slice);
-  MergeBucket(entry->state, snapshot.bucket, spec.window_ms);
+  MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
   MarkChanged(buckets, spec, entry, /*local=*/false);
   return Status::OK();
 }
@@ -448,6 +460,17 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
 size_t Shard::SweepAll(int64_t now_ms) {
   return SweepClasses(counters, now_ms) + SweepClasses(logs, now_ms) +
          SweepClasses(buckets, now_ms);
+}
+
+bool Shard::Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec) {
+  bool erased = false;
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      erased = limit_class->table->Erase(key, hash);  // its change marks go with it
+    }
+  });
+  if (erased) budget.Release(1);
+  return erased;
 }
 
 void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
@@ -590,7 +613,8 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
       if (entry->state.nodes.empty() && entry->state.base_debt == 0) {
         entry->state.base_slice = snapshot.bucket.base_slice;
       }
-      MergeBucket(entry->state, snapshot.bucket, snapshot.window_ms);
+      MergeIntoBucket(*entry, snapshot.bucket, snapshot.window_ms, now_ms);
+      RestoreHeardDebt(*entry, snapshot.bucket_heard_debt, snapshot.bucket_heard_at_ms, now_ms);
       return Status::OK();
     }
   }

@@ -104,6 +104,8 @@ struct alignas(64) Shard {
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
+  // Frees the key's state under spec (validated); false when it has none.
+  bool Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Hands the sink a snapshot (built in *scratch) of every entry changed
   // since the last call.

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <future>
@@ -145,6 +146,7 @@ struct Gossip::Impl {
   void FollowMembership(int64_t now_ms) {
     std::map<NodeId, std::string> members;  // the others that have not left: their addresses
     std::vector<protocol::MemberStatus> changes;
+    std::vector<protocol::MemberStatus> clock_changes;
     size_t cluster_size = 1;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
@@ -153,8 +155,11 @@ struct Gossip::Impl {
         members[record.node_id] = record.address;
       }
       changes = shared.membership->TakeChanges(now_ms);
+      clock_changes =
+          shared.membership->TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
       cluster_size = shared.membership->cluster_size();
     }
+    for (const protocol::MemberStatus& change : clock_changes) LogClockChange(change);
     for (const protocol::MemberStatus& change : changes) {
       LogChange(change);
       const auto link = links.find(change.address);
@@ -231,6 +236,22 @@ struct Gossip::Impl {
                    member.address, state, member.last_heard_ms_ago);
     } else {
       spdlog::info("member node {} ({}) is {}", member.node_id, member.address, state);
+    }
+  }
+
+  void LogClockChange(const protocol::MemberStatus& member) {
+    const int64_t offset_ms = member.clock_offset_ms;
+    if (offset_ms > shared.options.max_clock_offset_ms ||
+        offset_ms < -shared.options.max_clock_offset_ms) {
+      spdlog::warn(
+          "member node {} ({}): its clock is {} ms {} this node's, more than "
+          "--max-clock-offset-ms {}: windows are aligned to each node's wall clock, so the "
+          "nodes count into different windows near window ends (keep clocks in sync with NTP)",
+          member.node_id, member.address, offset_ms > 0 ? offset_ms : -offset_ms,
+          offset_ms > 0 ? "ahead of" : "behind", shared.options.max_clock_offset_ms);
+    } else {
+      spdlog::info("member node {} ({}): its clock is within {} ms of this node's again",
+                   member.node_id, member.address, shared.options.max_clock_offset_ms);
     }
   }
 
@@ -331,21 +352,33 @@ void Gossip::Start() {
                impl.shared.options.seeds.size(), impl.shared.options.interval_ms);
 }
 
-Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms) {
+Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms,
+                                         const std::function<void(const Recovery&)>& progress) {
   GossipShared& shared = impl_->shared;
   const NodeId self_id = impl_->self_id();
-  Recovery recovery;
-  std::unique_lock<std::mutex> lock(shared.mu);
-  shared.recovery_changed.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
-    for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
-      if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
-      ++recovery.peers_alive;
-      recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    Recovery recovery;
+    bool done = false;
+    {
+      std::unique_lock<std::mutex> lock(shared.mu);
+      const auto wake = progress
+                            ? std::min(deadline, std::chrono::steady_clock::now() +
+                                                     std::chrono::milliseconds(kRecoveryProgressMs))
+                            : deadline;
+      done = shared.recovery_changed.wait_until(lock, wake, [&] {
+        recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
+        for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
+          if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
+          ++recovery.peers_alive;
+          recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
+        }
+        return recovery.joined && recovery.peers_synced == recovery.peers_alive;
+      });
     }
-    return recovery.joined && recovery.peers_synced == recovery.peers_alive;
-  });
-  return recovery;
+    if (done || std::chrono::steady_clock::now() >= deadline) return recovery;
+    progress(recovery);
+  }
 }
 
 void Gossip::Leave(int64_t timeout_ms) {

@@ -66,6 +66,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,8 @@ class Gossip {
     int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
     int64_t suspect_after_ms = 1'000;      // without a newer heartbeat
     int64_t dead_after_ms = 3'000;
+    // A member whose clock is off this node's by more is warned about in the log.
+    int64_t max_clock_offset_ms = 100;
     int64_t full_sync_interval_ms = 30'000;
     int64_t heartbeat_ms = 1'000;
     int64_t idle_timeout_ms = 5'000;
@@ -132,8 +135,12 @@ class Gossip {
     size_t peers_synced = 0;  // of those, how many completed a full sync to this node
   };
   // Blocks until this node has joined and every alive member has completed
-  // a full sync to it, or timeout_ms passed.
-  Recovery WaitForRecovery(int64_t timeout_ms);
+  // a full sync to it, or timeout_ms passed. While it waits, `progress` (if
+  // set) is called on the caller's thread with how far it is, about every
+  // kRecoveryProgressMs and without any lock of the Gossip held.
+  static constexpr int64_t kRecoveryProgressMs = 250;
+  Recovery WaitForRecovery(int64_t timeout_ms,
+                           const std::function<void(const Recovery&)>& progress = {});
   // Tells every peer this node leaves (they drop it at once instead of
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);

@@ -199,6 +199,7 @@ void PeerLink::Enqueue(Frame frame) {
   protocol::EncodeSeal(next_seq_, auth_->Mac(next_seq_, protocol::FrameBytes(*frame)), seal.get());
   ++next_seq_;
   queued_bytes_ += frame->size() + seal->size();
+  if (idle()) busy_since_ms_ = shared_.NowMs();
   queue_.push_back(std::move(frame));
   queue_.push_back(std::move(seal));
   last_enqueue_ms_ = shared_.NowMs();
@@ -285,6 +286,7 @@ void PeerLink::PublishStatus() {
   status.node_id = peer_id_;
   status.bytes_sent = bytes_sent_;
   status.queued_bytes = queued_bytes_;
+  status.lag_ms = up_ && !idle() ? static_cast<uint64_t>(shared_.NowMs() - busy_since_ms_) : 0;
   status.full_syncs_sent = full_syncs_sent_;
   status.connects = connects_;
 }

@@ -162,7 +162,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool writing_ = false;
   int64_t write_started_ms_ = 0;
   int64_t last_enqueue_ms_ = 0;
-  int sync_shard_ = -1;  // the next shard of a full sync in progress; -1: none
+  int64_t busy_since_ms_ = 0;  // when the queue last filled after being empty
+  int sync_shard_ = -1;        // the next shard of a full sync in progress; -1: none
   int64_t last_sync_ms_ = 0;
   uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
 };

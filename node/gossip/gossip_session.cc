@@ -236,7 +236,7 @@ Status PeerSession::Merge(const protocol::PeerMessage& message) {
 void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->Merge(members, shared_.NowMs(), shared_.WallMs());
+    shared_.membership->Merge(members, shared_.NowMs(), shared_.WallMs(), node_id_);
   }
   shared_.recovery_changed.notify_all();
   Heard(0, 0, false);

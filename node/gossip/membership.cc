@@ -1,5 +1,6 @@
 #include "node/gossip/membership.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace tally {
@@ -35,16 +36,42 @@ void Membership::Leave(int64_t wall_ms) {
 }
 
 void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms,
-                       int64_t wall_ms) {
+                       int64_t wall_ms, NodeId sender) {
   for (const protocol::MemberRecord& record : records) {
     if (record.node_id == self_id_) continue;
     const auto [it, added] = members_.try_emplace(record.node_id);
     Member& member = it->second;
+    // A sample even when a relayed copy of the record came first.
+    if (record.node_id == sender && record.heartbeat_wall_ms != 0) {
+      member.offset_samples[member.offsets_seen % kOffsetSamples] =
+          record.heartbeat_wall_ms - wall_ms;
+      ++member.offsets_seen;
+    }
     if (!added && !Newer(record, member.record)) continue;
     member.record = record;
     member.advanced_ms = now_ms;
     member.lag_ms = wall_ms - record.heartbeat_wall_ms;
   }
+}
+
+std::optional<int64_t> Membership::ClockOffsetMs(const Member& member) {
+  if (member.offsets_seen == 0) return std::nullopt;
+  const size_t samples = std::min(member.offsets_seen, kOffsetSamples);
+  return *std::max_element(member.offset_samples.begin(), member.offset_samples.begin() + samples);
+}
+
+std::vector<protocol::MemberStatus> Membership::TakeClockChanges(int64_t max_offset_ms,
+                                                                 int64_t now_ms) {
+  std::vector<protocol::MemberStatus> changes;
+  for (auto& [id, member] : members_) {
+    const std::optional<int64_t> offset_ms = ClockOffsetMs(member);
+    if (!offset_ms) continue;
+    const bool off = *offset_ms > max_offset_ms || *offset_ms < -max_offset_ms;
+    if (off == member.clock_off_reported) continue;
+    member.clock_off_reported = off;
+    changes.push_back(StatusOf(member, now_ms));
+  }
+  return changes;
 }
 
 std::vector<protocol::MemberRecord> Membership::Records() const {
@@ -64,6 +91,10 @@ protocol::MemberStatus Membership::StatusOf(const Member& member, int64_t now_ms
   const int64_t silent_ms = self ? 0 : now_ms - member.advanced_ms;
   status.last_heard_ms_ago = static_cast<uint64_t>(silent_ms > 0 ? silent_ms : 0);
   status.lag_ms = self ? 0 : member.lag_ms;
+  if (const std::optional<int64_t> offset_ms = ClockOffsetMs(member)) {
+    status.clock_offset_known = true;
+    status.clock_offset_ms = *offset_ms;
+  }
   if (member.record.left) {
     status.state = protocol::MemberState::kLeft;
   } else if (silent_ms >= dead_after_ms_) {

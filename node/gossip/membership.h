@@ -20,11 +20,20 @@
 // table and count in cluster_size (a crash looks like a partition from here,
 // and the limit must not grow with it); only a member that left stops counting.
 //
+// Clock offsets: a member's own record, heard straight from it, carries its
+// wall clock when it beat, and it beats right before it sends; so that time
+// minus this node's wall clock on arrival is its clock's offset from this
+// node's, less the delivery time. The estimate is the highest of the last
+// kOffsetSamples (the sample with the quickest delivery). Windows are aligned
+// to wall clocks, so the offset is what skews the nodes' windows against
+// each other (README: clocks).
+//
 // Times: now_ms is monotonic (failure detection), wall_ms the wall clock
 // (incarnations and lag); both are passed in, so tests control them.
 // Thread safety: none; the gossip code guards it with its mutex.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -52,9 +61,14 @@ class Membership {
   // Marks this node left (and beats, so the record is newer than any before).
   void Leave(int64_t wall_ms);
 
+  static constexpr size_t kOffsetSamples = 8;
+
   // Takes every record newer than the one this node has (records about this
-  // node itself are ignored). now_ms/wall_ms: when they arrived.
-  void Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms, int64_t wall_ms);
+  // node itself are ignored). now_ms/wall_ms: when they arrived; sender: the
+  // member that sent them (0: unknown), whose own record gives its clock
+  // offset.
+  void Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms, int64_t wall_ms,
+             NodeId sender = 0);
 
   // Every member known, this node included: what a members message carries.
   std::vector<protocol::MemberRecord> Records() const;
@@ -62,6 +76,10 @@ class Membership {
   std::vector<protocol::MemberStatus> View(int64_t now_ms) const;
   // The members whose state changed since the last call (new ones included).
   std::vector<protocol::MemberStatus> TakeChanges(int64_t now_ms);
+
+  // The members whose clock offset went beyond max_offset_ms (either way) or
+  // came back within it since the last call.
+  std::vector<protocol::MemberStatus> TakeClockChanges(int64_t max_offset_ms, int64_t now_ms);
 
   // Members that have not left, this node included.
   size_t cluster_size() const;
@@ -74,8 +92,13 @@ class Membership {
     protocol::MemberRecord record;
     int64_t advanced_ms = 0;  // now_ms when its heartbeat last advanced here
     int64_t lag_ms = 0;
-    std::optional<protocol::MemberState> reported;  // by TakeChanges
+    std::optional<protocol::MemberState> reported;         // by TakeChanges
+    std::array<int64_t, kOffsetSamples> offset_samples{};  // a ring, from its own records
+    size_t offsets_seen = 0;
+    bool clock_off_reported = false;  // by TakeClockChanges: beyond the threshold
   };
+  // The estimate from the member's samples; nullopt before the first.
+  static std::optional<int64_t> ClockOffsetMs(const Member& member);
   protocol::MemberStatus StatusOf(const Member& member, int64_t now_ms) const;
 
   const NodeId self_id_;

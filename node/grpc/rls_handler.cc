@@ -1,6 +1,7 @@
 #include "node/grpc/rls_handler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <vector>
 
@@ -91,6 +92,7 @@ void RlsHandler::LogUnknownDomainOnce(const std::string& domain) {
 
 grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
                                          rls::RateLimitResponse* response) {
+  const auto started = std::chrono::steady_clock::now();
   if (grpc::Status valid = Validate(request); !valid.ok()) {
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
     return valid;
@@ -129,6 +131,10 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
   if (!known_domain) LogUnknownDomainOnce(request.domain());
   CheckDescriptors(limiter_, *policies, request.domain(), scratch.views, request.hits_addend(),
                    &scratch.check, &scratch.outcomes, scratch.overrides);
+  const size_t stripe = FrontCounters::ThreadStripe();
+  decided_.Count(stripe, policies->DomainSlot(request.domain()), CountOutcomes(scratch.outcomes));
+  decided_.RecordLatency(
+      stripe, std::chrono::nanoseconds(std::chrono::steady_clock::now() - started).count());
 
   response->Clear();
   bool over_limit = false;

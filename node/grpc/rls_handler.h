@@ -35,6 +35,7 @@
 #include <grpcpp/support/status.h>
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
 #include "node/policy/policy_store.h"
 
@@ -62,6 +63,9 @@ class RlsHandler {
                                envoy::service::ratelimit::v3::RateLimitResponse* response);
 
   const Counters& counters() const { return counters_; }
+  // Descriptors decided, by domain and outcome, and the time calls took to
+  // decide (validation refusals are in Counters::refused only).
+  const FrontCounters& decided() const { return decided_; }
 
  private:
   grpc::Status Validate(const envoy::service::ratelimit::v3::RateLimitRequest& request) const;
@@ -71,6 +75,7 @@ class RlsHandler {
   Limiter* const limiter_;
   PolicyStore* const policies_;
   Counters counters_;
+  FrontCounters decided_{FrontCounters::kThreadStripes, FrontCounters::Writers::kAny};
   std::mutex logged_mu_;
   std::set<std::string> logged_domains_;  // at most kMaxLoggedDomains
 };

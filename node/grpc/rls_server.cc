@@ -89,6 +89,8 @@ void RlsServer::Shutdown(int64_t deadline_ms) {
   impl_->server.reset();
 }
 
+const FrontCounters& RlsServer::decided() const { return impl_->handler.decided(); }
+
 RlsServer::Stats RlsServer::stats() const {
   const RlsHandler::Counters& counters = impl_->handler.counters();
   return Stats{counters.requests.load(std::memory_order_relaxed),

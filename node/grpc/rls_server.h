@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "node/common/front_counters.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "node/policy/policy_store.h"
@@ -58,6 +59,8 @@ class RlsServer {
   void Shutdown(int64_t deadline_ms);
 
   Stats stats() const;
+  // Descriptors decided by domain and outcome, and call latency (RlsHandler::decided).
+  const FrontCounters& decided() const;
 
  private:
   struct Impl;

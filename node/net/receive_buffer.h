@@ -59,9 +59,10 @@ class ReceiveBuffer {
   Status Writable(size_t min_bytes, std::span<std::byte>* room);
   // `bytes` were received into the room.
   void Commit(size_t bytes);
-  // Drops a whole frame from the front (a multiple of 8 bytes). Consume
-  // frames as soon as they are complete: what follows them is taken to have
-  // arrived with the latest bytes.
+  // Drops whole requests from the front: a multiple of 8 bytes for tally's
+  // protocol, whose frames are decoded in place; any size for a front that
+  // needs no alignment (HTTP). Consume requests as soon as they are
+  // complete: what follows them is taken to have arrived with the latest bytes.
   void Consume(size_t frame_bytes);
   // Back to kInitialBytes, giving the growth back, when empty and large.
   void ShrinkIfIdle();

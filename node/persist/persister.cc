@@ -76,7 +76,9 @@ void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {
 
 Status Persister::Flush() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
-  if (unsaved_ || store_->CheckpointDue()) return CheckpointLocked();
+  if (unsaved_ || limiter_->erasures() != erasures_checkpointed_ || store_->CheckpointDue()) {
+    return CheckpointLocked();
+  }
   return WriteChangesLocked();
 }
 
@@ -92,9 +94,12 @@ Status Persister::Checkpoint() {
 }
 
 Status Persister::CheckpointLocked() {
-  return WriteRun(true, [this](storage::Store::Run* run) {
+  const uint64_t erasures = limiter_->erasures();  // before collecting: a later erase is not in it
+  const Status status = WriteRun(true, [this](storage::Store::Run* run) {
     limiter_->CollectAll([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
   });
+  if (status.ok()) erasures_checkpointed_ = erasures;
+  return status;
 }
 
 Status Persister::WriteRun(bool checkpoint,

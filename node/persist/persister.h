@@ -13,7 +13,9 @@
 // stats(); the first write that succeeds again is logged too. A second
 // thread writes a checkpoint and compacts the store every
 // compaction_interval_ms, so that even a node whose keys have gone quiet
-// drops what has expired.
+// drops what has expired. A flush after Limiter::Erase writes a checkpoint
+// too: runs only add or raise state, so only a checkpoint (which replaces
+// them) takes an erased key off the disk.
 //
 // What a crash loses: the changes of at most one flush interval (plus the
 // flush in progress) on this node. Stop() loses nothing: it writes what
@@ -95,9 +97,10 @@ class Persister {
   std::mutex mu_;  // guards stop_; the threads wait on wake_ with it
   std::condition_variable wake_;
   bool stop_ = false;
-  bool stopped_ = false;  // Stop has run; guarded by mu_
-  std::mutex flush_mu_;   // one write at a time; guards unsaved_
-  bool unsaved_ = false;  // a write failed: changes it held are no longer marked
+  bool stopped_ = false;                // Stop has run; guarded by mu_
+  std::mutex flush_mu_;                 // one write at a time; guards unsaved_
+  bool unsaved_ = false;                // a write failed: changes it held are no longer marked
+  uint64_t erasures_checkpointed_ = 0;  // Limiter::erasures() at the last checkpoint; flush_mu_
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
   int64_t failing_since_ms_ = 0, failure_logged_ms_ = 0;  // Options::clock's MonotonicMs
   bool last_writes_ = false;                              // Stop is writing; guarded by flush_mu_

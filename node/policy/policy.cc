@@ -5,6 +5,8 @@
 
 #include <openssl/sha.h>
 
+#include "node/common/front_counters.h"
+
 namespace tally {
 namespace {
 
@@ -59,6 +61,19 @@ Status PolicySet::AddDomain(const std::string& domain, Node root) {
 }
 
 bool PolicySet::HasDomain(std::string_view domain) const { return domains_.contains(domain); }
+
+void PolicySet::SetDomainSlot(const std::string& domain, size_t slot) { slots_[domain] = slot; }
+
+size_t PolicySet::DomainSlot(std::string_view domain) const {
+  const auto found = slots_.find(domain);
+  return found == slots_.end() ? FrontCounters::kOtherDomain : found->second;
+}
+
+std::vector<std::string> PolicySet::DomainNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, root] : domains_) names.push_back(name);
+  return names;
+}
 
 const PolicyRule* PolicySet::Match(std::string_view domain,
                                    std::span<const DescriptorEntry> entries) const {

@@ -63,6 +63,13 @@ class PolicySet {
   Status AddDomain(const std::string& domain, Node root);
 
   bool HasDomain(std::string_view domain) const;
+  // Domains are counted in metrics under a slot (node/common/front_counters.h)
+  // that stays the same across reloads: PolicyStore assigns them before it
+  // publishes the set. DomainSlot is FrontCounters::kOtherDomain for a
+  // domain without one (unknown, or beyond the named slots).
+  void SetDomainSlot(const std::string& domain, size_t slot);
+  size_t DomainSlot(std::string_view domain) const;
+  std::vector<std::string> DomainNames() const;
   size_t domain_count() const { return domains_.size(); }
   // Rules with a limit (or unlimited), over all domains.
   size_t rule_count() const { return rule_count_; }
@@ -75,6 +82,7 @@ class PolicySet {
 
  private:
   std::map<std::string, Node, std::less<>> domains_;
+  std::map<std::string, size_t, std::less<>> slots_;
   size_t rule_count_ = 0;
   std::string fingerprint_;
 };

@@ -69,4 +69,20 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
   }
 }
 
+FrontCounters::Outcomes CountOutcomes(std::span<const DescriptorOutcome> outcomes) {
+  FrontCounters::Outcomes counted;
+  for (const DescriptorOutcome& outcome : outcomes) {
+    if (outcome.kind != DescriptorOutcome::Kind::kLimited) continue;
+    if (!outcome.status.ok()) {
+      ++counted.errors;
+    } else if (outcome.allowed()) {
+      ++counted.allowed;
+      counted.shadow_denied += outcome.shadow_denied ? 1 : 0;
+    } else {
+      ++counted.denied;
+    }
+  }
+  return counted;
+}
+
 }  // namespace tally

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
 #include "node/policy/policy.h"
 
@@ -73,5 +74,10 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
                       std::span<const DescriptorView> descriptors, uint64_t hits,
                       PolicyCheckScratch* scratch, std::vector<DescriptorOutcome>* outcomes,
                       std::span<const DescriptorOverride> overrides = {});
+
+// What a front counts of one request's outcomes (FrontCounters): each
+// kLimited descriptor is allowed, denied or an error; kNoLimit and
+// kUnlimited ones are not checks.
+FrontCounters::Outcomes CountOutcomes(std::span<const DescriptorOutcome> outcomes);
 
 }  // namespace tally

@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "node/common/front_counters.h"
 #include "node/policy/policy_yaml.h"
 
 namespace tally {
@@ -48,6 +49,7 @@ Status PolicyStore::Load(bool log_unchanged) {
     if (log_unchanged) spdlog::info("policies reloaded from {}: nothing changed", options_.dir);
     return Status::OK();
   }
+  AssignDomainSlots(set.get());
   spdlog::info("policies loaded from {}: {} domains, {} limits in {} ms", options_.dir,
                set->domain_count(), set->rule_count(), took_ms);
   stats_.reloads++;
@@ -56,6 +58,26 @@ Status PolicyStore::Load(bool log_unchanged) {
   stats_.last_reload_ms = took_ms;
   current_ = std::move(set);
   return Status::OK();
+}
+
+void PolicyStore::AssignDomainSlots(PolicySet* set) {
+  if (slot_names_.empty()) slot_names_.resize(FrontCounters::kNoDomain + 1);
+  for (const std::string& domain : set->DomainNames()) {
+    auto slot = std::find(slot_names_.begin(), slot_names_.end(), domain);
+    if (slot == slot_names_.end() && slot_names_.size() < FrontCounters::kOtherDomain) {
+      slot = slot_names_.insert(slot_names_.end(), domain);
+    }
+    if (slot != slot_names_.end()) {
+      set->SetDomainSlot(domain, static_cast<size_t>(slot - slot_names_.begin()));
+    }
+  }
+}
+
+std::vector<std::string> PolicyStore::DomainSlotNames() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names = slot_names_;
+  names.resize(FrontCounters::kDomainSlots);
+  return names;
 }
 
 std::string PolicyStore::Fingerprint() const {

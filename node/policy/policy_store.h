@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "node/common/clock.h"
 #include "node/common/status.h"
@@ -62,16 +63,24 @@ class PolicyStore {
   void Stop();
 
   Stats stats() const;
+  // The domain of each metrics slot (PolicySet::DomainSlot), by slot: every
+  // domain any set loaded so far has held, in the order they first
+  // appeared, up to FrontCounters::kOtherDomain; "" for the unnamed slots.
+  std::vector<std::string> DomainSlotNames() const;
 
  private:
   explicit PolicyStore(const Options& options) : options_(options) {}
   Status Load(bool log_unchanged);
+  // Gives each domain of `set` its slot, new domains the next free ones.
+  // Called under mu_.
+  void AssignDomainSlots(PolicySet* set);
   std::string Fingerprint() const;  // of the directory's listing
 
   const Options options_;
   mutable std::mutex mu_;  // guards current_, stats_ and stop_
   std::shared_ptr<const PolicySet> current_;
   Stats stats_;
+  std::vector<std::string> slot_names_;  // by slot; grows, never shrinks
   bool stop_ = false;
   std::mutex reload_mu_;  // one Load at a time
   std::condition_variable wake_;

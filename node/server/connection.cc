@@ -45,6 +45,7 @@ void Connection::Start() {
   port_.connections_open.fetch_add(1, std::memory_order_relaxed);
   port_.connections_total.fetch_add(1, std::memory_order_relaxed);
   socket_.set_option(tcp::no_delay(true));
+  socket_.non_blocking(true);  // Serve writes what fits at once, then waits for the rest
   auto self = shared_from_this();
   asio::co_spawn(worker_.io, Serve(),
                  [self](std::exception_ptr e) { LogFailure(e, "connection"); });
@@ -95,9 +96,20 @@ asio::awaitable<void> Connection::Serve() {
       keep_open = false;
     }
     if (!out_.empty()) {
-      SetDeadline(clock_->MonotonicMs() + options_.write_timeout_ms, Waiting::kWrite);
-      co_await asio::async_write(socket_, asio::buffer(out_),
-                                 asio::redirect_error(asio::use_awaitable, ec));
+      // Most answers fit in the socket's send buffer and go out at once; only
+      // the rest of one that does not waits, under the write deadline (arming
+      // it for every answer would wake the watchdog on every request).
+      size_t written = socket_.write_some(asio::buffer(out_), ec);  // the socket does not block
+      if (ec == asio::error::would_block) {
+        written = 0;
+        ec.clear();
+      }
+      if (!ec && written < out_.size()) {
+        SetDeadline(clock_->MonotonicMs() + options_.write_timeout_ms, Waiting::kWrite);
+        co_await asio::async_write(socket_,
+                                   asio::buffer(out_.data() + written, out_.size() - written),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      }
       out_.clear();
       if (ec) break;
     }

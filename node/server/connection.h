@@ -47,6 +47,7 @@ struct Port {
   StreamFront* front = nullptr;  // not owned
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<AcceptLoop> accept_loop;
+  bool serving = false;  // its accept loop runs (worker 0, or before the workers start)
   std::atomic<uint64_t> connections_open{0};
   std::atomic<uint64_t> connections_total{0};
 };

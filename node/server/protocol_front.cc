@@ -15,13 +15,13 @@ constexpr size_t kKeptChecks = 128;
 // One connection speaking tally's protocol; owned by its worker's thread.
 class ProtocolSession : public StreamSession {
  public:
-  ProtocolSession(const SessionContext& context, Limiter* limiter, WorkerCounters* counters,
+  ProtocolSession(const SessionContext& context, Limiter* limiter, FrontCounters* counters,
                   RequestHandler::StatsSource stats, PolicyStore* policies,
                   const protocol::FrameLimits& limits)
       : peer_(context.peer),
         log_(context.log),
         limits_(limits),
-        handler_(limiter, counters, std::move(stats), policies) {}
+        handler_(limiter, counters, context.worker_index, std::move(stats), policies) {}
 
   StreamProgress Answer(std::span<const std::byte> received, std::string* out) override {
     StreamProgress progress;
@@ -97,11 +97,11 @@ ProtocolFront::ProtocolFront(Limiter* limiter, PolicyStore* policies,
       policies_(policies),
       limits_(limits),
       stats_(std::move(stats)),
-      counters_(workers) {}
+      counters_(workers, FrontCounters::Writers::kOnePerStripe) {}
 
 std::unique_ptr<StreamSession> ProtocolFront::NewSession(const SessionContext& context) {
-  return std::make_unique<ProtocolSession>(context, limiter_, &counters_[context.worker_index],
-                                           stats_, policies_, limits_);
+  return std::make_unique<ProtocolSession>(context, limiter_, &counters_, stats_, policies_,
+                                           limits_);
 }
 
 std::string ProtocolFront::TooManyConnections() const {

@@ -7,15 +7,15 @@
 // id 0) and the connection is closed; other connections are not affected.
 //
 // Thread safety: NewSession from any worker; each session is used by its
-// connection's worker only. The counters are per worker (WorkerCounters:
-// written by that worker, read by any thread).
+// connection's worker only. The counters have a stripe per worker (written
+// by that worker, read by any thread).
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <vector>
 
+#include "node/common/front_counters.h"
 #include "node/engine/limiter.h"
 #include "node/net/stream_front.h"
 #include "node/policy/policy_store.h"
@@ -38,15 +38,15 @@ class ProtocolFront : public StreamFront {
   std::unique_ptr<StreamSession> NewSession(const SessionContext& context) override;
   std::string TooManyConnections() const override;
 
-  // The counters of worker `index`; any thread may read them.
-  const WorkerCounters& counters(size_t index) const { return counters_[index]; }
+  // What the front has decided; any thread may read them.
+  const FrontCounters& counters() const { return counters_; }
 
  private:
   Limiter* const limiter_;
   PolicyStore* const policies_;
   const protocol::FrameLimits limits_;
   const RequestHandler::StatsSource stats_;
-  std::vector<WorkerCounters> counters_;  // one per worker, written by that worker
+  FrontCounters counters_;  // a stripe per worker, written by that worker
 };
 
 }  // namespace tally

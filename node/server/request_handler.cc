@@ -1,5 +1,7 @@
 #include "node/server/request_handler.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "protocol/codec.h"
@@ -13,9 +15,13 @@ static_assert(static_cast<int>(DescriptorOutcome::Kind::kUnlimited) ==
 static_assert(static_cast<int>(DescriptorOutcome::Kind::kLimited) ==
               static_cast<int>(protocol::PolicyOutcome::Kind::kLimited));
 
-RequestHandler::RequestHandler(Limiter* limiter, WorkerCounters* counters, StatsSource stats,
-                               PolicyStore* policies)
-    : limiter_(limiter), counters_(counters), stats_(std::move(stats)), policies_(policies) {}
+RequestHandler::RequestHandler(Limiter* limiter, FrontCounters* counters, size_t stripe,
+                               StatsSource stats, PolicyStore* policies)
+    : limiter_(limiter),
+      counters_(counters),
+      stripe_(stripe),
+      stats_(std::move(stats)),
+      policies_(policies) {}
 
 void RequestHandler::Handle(const protocol::Request& request, protocol::Response* response) {
   response->id = request.id;
@@ -23,10 +29,16 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
   response->policy_outcomes.clear();
   response->error = protocol::ErrorCode::kOk;
   response->error_message.clear();
+  const auto started = std::chrono::steady_clock::now();
+  const auto record_latency = [&] {
+    const auto took = std::chrono::steady_clock::now() - started;
+    counters_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count());
+  };
   switch (request.kind) {
     case protocol::RequestKind::kCheck:
       response->kind = protocol::ResponseKind::kCheck;
       HandleChecks(request, response);
+      record_latency();
       return;
     case protocol::RequestKind::kStats:
       response->kind = protocol::ResponseKind::kStats;
@@ -34,7 +46,10 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
       return;
     case protocol::RequestKind::kPolicyCheck:
       HandlePolicyCheck(request.policy_check, response);
+      record_latency();
       return;
+    case protocol::RequestKind::kInspect: HandleInspect(request.key_limit, response); return;
+    case protocol::RequestKind::kReset: HandleReset(request.key_limit, response); return;
     case protocol::RequestKind::kUnknown: break;
   }
   response->kind = protocol::ResponseKind::kError;
@@ -58,8 +73,7 @@ void RequestHandler::HandleChecks(const protocol::Request& request, protocol::Re
   limiter_->CheckBatch(batch_, results_);
 
   response->outcomes.resize(count);
-  uint64_t allowed = 0;
-  uint64_t errors = 0;
+  FrontCounters::Outcomes counted;
   for (size_t i = 0; i < count; ++i) {
     protocol::CheckOutcome& outcome = response->outcomes[i];
     const Limiter::CheckResult& result = results_[i];
@@ -67,14 +81,14 @@ void RequestHandler::HandleChecks(const protocol::Request& request, protocol::Re
     if (result.status.ok()) {
       outcome.error_message.clear();
       outcome.decision = result.decision;
-      allowed += result.decision.allowed ? 1 : 0;
+      ++(result.decision.allowed ? counted.allowed : counted.denied);
     } else {
       outcome.error_message.assign(result.status.message());
       outcome.decision = Decision();
-      ++errors;
+      ++counted.errors;
     }
   }
-  Count(count, allowed, errors);
+  counters_->Count(stripe_, FrontCounters::kNoDomain, counted);
 }
 
 void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
@@ -99,7 +113,6 @@ void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
 
   response->kind = protocol::ResponseKind::kPolicyCheck;
   response->policy_outcomes.resize(policy_outcomes_.size());
-  uint64_t decided = 0, allowed = 0, errors = 0, shadow_denied = 0;
   for (size_t i = 0; i < policy_outcomes_.size(); ++i) {
     const DescriptorOutcome& in = policy_outcomes_[i];
     protocol::PolicyOutcome& out = response->policy_outcomes[i];
@@ -110,27 +123,80 @@ void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
       out.spec = in.rule->spec;
     }
     if (in.kind != DescriptorOutcome::Kind::kLimited) continue;
-    ++decided;
     out.error = protocol::ErrorCodeFor(in.status);
     if (!in.status.ok()) {
       out.error_message.assign(in.status.message());
-      ++errors;
       continue;
     }
     out.decision = in.decision;
     out.shadow_denied = in.shadow_denied;
-    allowed += in.allowed() ? 1 : 0;
-    shadow_denied += in.shadow_denied ? 1 : 0;
   }
-  Count(decided, allowed, errors);
-  WorkerCounters::Add(counters_->shadow_denied, shadow_denied);
+  const size_t domain_slot =
+      policies ? policies->DomainSlot(check.domain) : FrontCounters::kOtherDomain;
+  counters_->Count(stripe_, domain_slot, CountOutcomes(policy_outcomes_));
 }
 
-void RequestHandler::Count(uint64_t checks, uint64_t allowed, uint64_t errors) {
-  WorkerCounters::Add(counters_->checks, checks);
-  WorkerCounters::Add(counters_->allowed, allowed);
-  WorkerCounters::Add(counters_->denied, checks - allowed - errors);
-  WorkerCounters::Add(counters_->errors, errors);
+namespace {
+
+void Refuse(const Status& status, protocol::Response* response) {
+  response->kind = protocol::ResponseKind::kError;
+  response->error = protocol::ErrorCodeFor(status);
+  response->error_message.assign(status.message());
+}
+
+// The node's entry in `nodes`, added (with zero counts) if missing.
+protocol::NodeCounts& EntryOf(std::vector<protocol::NodeCounts>& nodes, NodeId node) {
+  for (protocol::NodeCounts& counts : nodes) {
+    if (counts.node_id == node) return counts;
+  }
+  return nodes.emplace_back(protocol::NodeCounts{node, 0, 0, 0});
+}
+
+}  // namespace
+
+void RequestHandler::HandleInspect(const protocol::KeyLimit& limit, protocol::Response* response) {
+  KeySnapshot snapshot;
+  const Status status = limiter_->Read(limit.key, limit.spec, &snapshot);
+  if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);
+  response->kind = protocol::ResponseKind::kInspect;
+  protocol::InspectReply& reply = response->inspect;
+  reply = protocol::InspectReply();
+  reply.node_id = limiter_->node_id();
+  reply.found = status.ok();
+  if (!reply.found) return;
+  reply.window_index = snapshot.counts.window_index;
+  for (const GCounter::Slot& slot : snapshot.counts.current.slots()) {
+    EntryOf(reply.nodes, slot.node).current = slot.count;
+  }
+  for (const GCounter::Slot& slot : snapshot.counts.previous.slots()) {
+    EntryOf(reply.nodes, slot.node).previous = slot.count;
+  }
+  for (const NodeStamps& node : snapshot.log) {
+    protocol::NodeCounts& counts = EntryOf(reply.nodes, node.node);
+    counts.stamps = node.stamps.size();
+    for (const LogStamp& stamp : node.stamps) counts.current += stamp.cost;
+  }
+  for (const NodeSlices& node : snapshot.bucket.nodes) {
+    for (uint32_t count : node.counts) EntryOf(reply.nodes, node.node).current += count;
+  }
+  std::sort(reply.nodes.begin(), reply.nodes.end(),
+            [](const auto& a, const auto& b) { return a.node_id < b.node_id; });
+  reply.bucket_level = snapshot.bucket_level;
+  reply.bucket_refilled_at_ms = snapshot.bucket_level_at_ms;
+}
+
+void RequestHandler::HandleReset(const protocol::KeyLimit& limit, protocol::Response* response) {
+  if (limiter_->replicated() && !limit.local) {
+    return Refuse(Status::InvalidArgument(
+                      "this node is in a cluster: its peers hold this key's counts, its own "
+                      "included, and send them back within a full sync, so a reset here does not "
+                      "last; reset --local forgets this node's copy anyway"),
+                  response);
+  }
+  const Status status = limiter_->Erase(limit.key, limit.spec);
+  if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);
+  response->kind = protocol::ResponseKind::kReset;
+  response->reset_erased = status.ok();
 }
 
 }  // namespace tally

@@ -88,6 +88,7 @@ struct Server::Impl {
     if (shutting_down) return;
     shutting_down = true;
     spdlog::info("shutting down: no new connections; draining");
+    if (options.on_shutdown) options.on_shutdown();
     for (Port& port : ports) port.accept_loop->Stop();
     asio::error_code ignored;
     signals.cancel(ignored);
@@ -139,14 +140,12 @@ struct Server::Impl {
     protocol::StatsReply stats;
     stats.uptime_ms = static_cast<uint64_t>(clock->MonotonicMs() - started_ms);
     stats.keys = limiter->key_count();
-    for (const Worker& worker : workers) {
-      const WorkerCounters& counters = protocol_front.counters(worker.index);
-      stats.checks += counters.checks.load(std::memory_order_relaxed);
-      stats.allowed += counters.allowed.load(std::memory_order_relaxed);
-      stats.denied += counters.denied.load(std::memory_order_relaxed);
-      stats.errors += counters.errors.load(std::memory_order_relaxed);
-      stats.shadow_denied += counters.shadow_denied.load(std::memory_order_relaxed);
-    }
+    const FrontCounters::Outcomes decided = protocol_front.counters().Read().Total();
+    stats.checks = decided.checks();
+    stats.allowed = decided.allowed;
+    stats.denied = decided.denied;
+    stats.errors = decided.errors;
+    stats.shadow_denied = decided.shadow_denied;
     for (const Port& port : ports) {
       stats.connections_open += port.connections_open.load(std::memory_order_relaxed);
       stats.connections_total += port.connections_total.load(std::memory_order_relaxed);
@@ -162,6 +161,30 @@ struct Server::Impl {
     return nullptr;
   }
 
+  // On worker 0 (or before it runs): accepts on `port`.
+  void Accept(Port& port) {
+    port.serving = true;
+    asio::co_spawn(workers[0].io, port.accept_loop->Run(),
+                   [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
+  }
+
+  // Runs every worker not running yet on a thread of its own; worker 0 too
+  // unless `worker0_on_caller`.
+  void StartThreads(bool worker0_on_caller) {
+    for (size_t i = worker0_on_caller ? 1 : 0; i < workers.size(); ++i) {
+      if (i < threads.size() && threads[i].joinable()) continue;
+      if (threads.size() <= i) threads.resize(i + 1);
+      threads[i] = std::thread([&worker = workers[i]] { worker.io.run(); });
+    }
+  }
+
+  // Waits for every worker thread to return.
+  void JoinThreads() {
+    for (std::thread& thread : threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+
   const Options options;
   Limiter* const limiter;
   const Clock* const clock;
@@ -174,20 +197,42 @@ struct Server::Impl {
   asio::signal_set signals;        // worker 0
   asio::steady_timer sweep_timer;  // worker 0
   bool shutting_down = false;      // worker 0
+  // The workers' threads, by worker index; the caller's of Server's methods.
+  // Empty until ServeEarly or Run; an entry not joinable is not started.
+  std::vector<std::thread> threads;
 };
 
 Server::Server(const Options& options, Limiter* limiter, const Clock* clock)
     : impl_(std::make_unique<Impl>(options, limiter, clock)) {}
 
-Server::~Server() = default;
+Server::~Server() {
+  // Workers started by ServeEarly of a Server that never ran: stop them
+  // before their io_contexts go.
+  for (Worker& worker : impl_->workers) worker.io.stop();
+  impl_->JoinThreads();
+}
 
 void Server::AddFront(const std::string& name, const std::string& address, uint16_t port,
                       StreamFront* front) {
   impl_->AddPort(name, address, port, front);
 }
 
+Status Server::ServeEarly(const std::string& name) {
+  Impl& impl = *impl_;
+  Port* port = const_cast<Port*>(impl.FindPort(name));
+  if (port == nullptr) return Status::InvalidArgument("no front named " + name);
+  if (Status status = tally::Listen(*port->acceptor, port->address, port->requested_port, name);
+      !status.ok()) {
+    return status;
+  }
+  impl.Accept(*port);
+  impl.StartThreads(/*worker0_on_caller=*/false);
+  return Status::OK();
+}
+
 Status Server::Listen() {
   for (Port& port : impl_->ports) {
+    if (port.serving) continue;
     if (Status status = tally::Listen(*port.acceptor, port.address, port.requested_port, port.name);
         !status.ok()) {
       return status;
@@ -205,29 +250,28 @@ uint16_t Server::front_port(const std::string& name) const {
 
 void Server::Run() {
   Impl& impl = *impl_;
-  asio::io_context& io = impl.workers[0].io;
-  for (Port& port : impl.ports) {
-    asio::co_spawn(io, port.accept_loop->Run(),
-                   [](std::exception_ptr e) { LogFailure(e, "accept loop"); });
-  }
-  if (impl.options.sweep_interval_ms > 0) {
-    asio::co_spawn(io, impl.SweepPeriodically(),
-                   [](std::exception_ptr e) { LogFailure(e, "sweep"); });
-  }
-  if (impl.options.handle_signals) {
-    impl.signals.add(SIGTERM);
-    impl.signals.add(SIGINT);
-    impl.signals.add(SIGHUP);
-    impl.WaitForSignal();
-  }
   spdlog::info("serving on {}:{} with {} threads", impl.options.address, port(),
                impl.workers.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < impl.workers.size(); ++i) {
-    threads.emplace_back([&worker = impl.workers[i]] { worker.io.run(); });
-  }
-  impl.workers[0].io.run();
-  for (std::thread& thread : threads) thread.join();
+  // On worker 0, which may be running already (ServeEarly).
+  asio::post(impl.workers[0].io, [&impl] {
+    for (Port& port : impl.ports) {
+      if (!port.serving) impl.Accept(port);
+    }
+    if (impl.options.sweep_interval_ms > 0) {
+      asio::co_spawn(impl.workers[0].io, impl.SweepPeriodically(),
+                     [](std::exception_ptr e) { LogFailure(e, "sweep"); });
+    }
+    if (impl.options.handle_signals) {
+      impl.signals.add(SIGTERM);
+      impl.signals.add(SIGINT);
+      impl.signals.add(SIGHUP);
+      impl.WaitForSignal();
+    }
+  });
+  const bool worker0_on_caller = impl.threads.empty();
+  impl.StartThreads(worker0_on_caller);
+  if (worker0_on_caller) impl.workers[0].io.run();
+  impl.JoinThreads();
   spdlog::info("stopped");
 }
 
@@ -236,5 +280,7 @@ void Server::Shutdown() {
 }
 
 protocol::StatsReply Server::Stats() const { return impl_->Stats(); }
+
+const FrontCounters& Server::protocol_counters() const { return impl_->protocol_front.counters(); }
 
 }  // namespace tally

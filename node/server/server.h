@@ -39,6 +39,7 @@
 #include <string>
 
 #include "node/common/clock.h"
+#include "node/common/front_counters.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "node/net/stream_front.h"
@@ -70,6 +71,9 @@ class Server {
     // What SIGHUP does (reload what is reloadable); called on worker 0.
     // Empty: SIGHUP is logged and otherwise ignored. It never stops the node.
     std::function<void()> on_reload;
+    // Called on worker 0 when a shutdown begins, before the drain (to stop
+    // reporting ready). May be empty.
+    std::function<void()> on_shutdown;
     // Fills the stats the server does not own (persistence); may be empty.
     // Called on a worker thread for each stats request.
     std::function<void(protocol::StatsReply*)> add_stats;
@@ -87,19 +91,29 @@ class Server {
   void AddFront(const std::string& name, const std::string& address, uint16_t port,
                 StreamFront* front);
 
-  // Binds and listens on every port. After OK, port() is the client port's
-  // bound port and front_port(name) that of the front added as `name`.
+  // Binds the port of the front added as `name` and serves it at once: the
+  // workers start now, before Listen() and Run(), so that the port answers
+  // while the node is still restoring or recovering (health endpoints).
+  // Other ports wait for Run(). Before Listen(); once per front. A Server
+  // that never runs stops its workers when destroyed.
+  Status ServeEarly(const std::string& name);
+
+  // Binds and listens on every port not served early. After OK, port() is
+  // the client port's bound port and front_port(name) that of the front
+  // added as `name`.
   Status Listen();
   uint16_t port() const;
   uint16_t front_port(const std::string& name) const;
 
-  // Serves until shut down and drained. Call once, after Listen().
+  // Serves every port until shut down and drained. Call once, after Listen().
   void Run();
   // Starts a graceful shutdown. Thread-safe; returns at once.
   void Shutdown();
 
   // Thread-safe.
   protocol::StatsReply Stats() const;
+  // What tally's protocol front has decided (for metrics); thread-safe.
+  const FrontCounters& protocol_counters() const;
 
  private:
   struct Impl;

@@ -1,5 +1,5 @@
 # Shared helpers of the daemon benchmarks (run_daemon_bench.sh,
-# run_persistence_bench.sh, run_grpc_bench.sh). Sourced from the repository
+# run_persistence_bench.sh, run_grpc_bench.sh, run_resp_bench.sh). Sourced from the repository
 # root, not run.
 #
 # bench_init makes $work_dir, a fresh temporary directory, and arranges that on
@@ -122,6 +122,28 @@ bench_start_tallyd() {
   tallyd_listen_us=$(bench_now_us)
   [ "$listening" = yes ] || { cat "$log" >&2; echo "tallyd did not start" >&2; exit 1; }
   tallyd_port=$(cat "$port_file")
+}
+
+# bench_start_redis LOG: starts redis-server (persistence off) on CPU 0 on a
+# free loopback port, a new one if another process took the probed one
+# meanwhile. Sets redis_pid and redis_port. Exits if it did not start.
+bench_start_redis() {
+  local log=$1 attempt
+  for attempt in 1 2 3 4 5; do
+    redis_port=$(free_port)
+    bench_spawn "$log" "${server_cpu[@]}" redis-server --bind 127.0.0.1 --port "$redis_port" \
+      --save '' --appendonly no
+    redis_pid=$bench_pid
+    for _ in $(seq 50); do
+      redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return
+    bench_stop "$redis_pid"
+  done
+  cat "$log" >&2
+  echo "redis-server did not start" >&2
+  exit 1
 }
 
 # bench_json_field FILE NAME: the value of a number field of the one-line JSON

@@ -26,20 +26,7 @@ source tests/bench/bench_lib.sh
 bench_build "$build_dir" tallyd tally-loadgen
 bench_init
 
-# Redis; a new port if another process took the probed one meanwhile.
-for attempt in 1 2 3 4 5; do
-  redis_port=$(free_port)
-  bench_spawn "$work_dir/redis.log" "${server_cpu[@]}" redis-server --bind 127.0.0.1 \
-    --port "$redis_port" --save '' --appendonly no
-  redis_pid=$bench_pid
-  for _ in $(seq 50); do
-    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
-  bench_stop "$redis_pid"
-  [ "$attempt" -lt 5 ] || { cat "$work_dir/redis.log" >&2; echo "redis-server did not start" >&2; exit 1; }
-done
+bench_start_redis "$work_dir/redis.log"
 
 # Memory only, like the Redis baseline (persistence off); run_persistence_bench.sh
 # measures what persistence costs.

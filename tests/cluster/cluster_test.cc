@@ -377,15 +377,19 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
   const std::string secret = "a secret the members share";
   TempDir dir;
   std::ofstream(dir.Path("secret")) << secret << "\n";
+  cluster::NodeProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--node-id",
+                  "5",
+                  "--seed",
+                  "127.0.0.1:1",
+                  "--recovery-timeout-ms",
+                  "0",
+                  "--cluster-secret-file",
+                  dir.Path("secret")};
+  options.gossip_port = true;
   std::unique_ptr<cluster::NodeProcess> node;
-  const Status started = cluster::NodeProcess::Start(
-      {TALLYD_PATH,
-       {"--node-id", "5", "--seed", "127.0.0.1:1", "--recovery-timeout-ms", "0",
-        "--cluster-secret-file", dir.Path("secret")},
-       "",
-       /*gossip_port=*/true,
-       /*fronts=*/{}},
-      &node);
+  const Status started = cluster::NodeProcess::Start(options, &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
   const uint16_t port = node->gossip_port();
@@ -450,16 +454,17 @@ TEST_CASE("cluster: a node without the cluster secret is refused") {
   auto cluster = StartCluster(3);
   TempDir dir;
   std::ofstream(dir.Path("wrong")) << "another cluster's secret\n";
+  cluster::NodeProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--seed",
+                  "127.0.0.1:" + std::to_string(cluster->process(0).gossip_port()),
+                  "--recovery-timeout-ms",
+                  "500",
+                  "--cluster-secret-file",
+                  dir.Path("wrong")};
+  options.gossip_port = true;
   std::unique_ptr<cluster::NodeProcess> outsider;
-  REQUIRE(cluster::NodeProcess::Start(
-              {TALLYD_PATH,
-               {"--seed", "127.0.0.1:" + std::to_string(cluster->process(0).gossip_port()),
-                "--recovery-timeout-ms", "500", "--cluster-secret-file", dir.Path("wrong")},
-               "",
-               /*gossip_port=*/true,
-               /*fronts=*/{}},
-              &outsider)
-              .ok());
+  REQUIRE(cluster::NodeProcess::Start(options, &outsider).ok());
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
   std::unique_ptr<protocol::Client> client;
   REQUIRE(outsider->Connect(&client).ok());

@@ -38,28 +38,46 @@ TEST_CASE("sliding counter retry_after crosses into the next window") {
   CHECK(DecideSlidingCounter(spec, 10, 0, 400, 10).retry_after_ms == 1'600);
 }
 
-// The seed's bucket: capacity 20, 5 per second, 125 ms slices. Emptied at a
-// slice's start, its cost is charged at the slice's end: one token then takes
-// 125 + 200 ms.
-TEST_CASE("token bucket retry_after is the exact fall of the debt") {
+// The seed's bucket: capacity 20, 5 per second. A lone node's heard debt is
+// the classic bucket's: full, one token refills in 200 ms; empty, one token
+// takes 200 ms and the whole bucket 4 s.
+TEST_CASE("token bucket waits are the exact fall of the heard debt") {
   const LimitSpec spec{Algorithm::kTokenBucket, 20, 4'000};
   BucketSlices state;
   state.capacity = 20;
-  const Decision fresh = DecideTokenBucket(spec, state, 1'000, 1);
-  CHECK(fresh.allowed);
-  CHECK(fresh.remaining == 19);
-  CHECK(fresh.reset_after_ms == 125 + 200);
+  const Decision full = DecideTokenBucket(spec, state, 0, 1'000, 1);
+  CHECK(full.allowed);
+  CHECK(full.remaining == 19);
+  CHECK(full.reset_after_ms == 200);
   AddToBucket(state, 1, BucketSliceAt(4'000, 1'000), 20);
-  const Decision empty = DecideTokenBucket(spec, state, 1'000, 1);
+  const uint64_t emptied = 20 * 4'000;  // heard at 1'000, refilling 20 token-ms per ms
+  const Decision empty = DecideTokenBucket(spec, state, emptied, 1'000, 1);
+  CHECK_FALSE(empty.allowed);
+  CHECK(empty.retry_after_ms == 200);
+  CHECK(empty.reset_after_ms == 4'000);
+  CHECK_FALSE(DecideTokenBucket(spec, state, emptied - 199 * 20, 1'199, 1).allowed);
+  CHECK(DecideTokenBucket(spec, state, emptied - 200 * 20, 1'200, 1).allowed);
+}
+
+// The slices charge each cost at its slice's end (125 ms slices here): when
+// they are the smaller debt (a restored key, or costs heard late), one token
+// takes 125 + 200 ms after the bucket was emptied at a slice's start.
+TEST_CASE("token bucket decides by its slices when they owe less") {
+  const LimitSpec spec{Algorithm::kTokenBucket, 20, 4'000};
+  BucketSlices state;
+  state.capacity = 20;
+  AddToBucket(state, 1, BucketSliceAt(4'000, 1'000), 20);
+  const uint64_t unknown = UINT64_MAX;
+  const Decision empty = DecideTokenBucket(spec, state, unknown, 1'000, 1);
   CHECK_FALSE(empty.allowed);
   CHECK(empty.retry_after_ms == 325);
   CHECK(empty.reset_after_ms == 4'125);
-  CHECK_FALSE(DecideTokenBucket(spec, state, 1'324, 1).allowed);
-  CHECK(DecideTokenBucket(spec, state, 1'325, 1).allowed);
-  CHECK(DecideTokenBucket(spec, state, 1'325, 2).retry_after_ms == 200);
+  CHECK_FALSE(DecideTokenBucket(spec, state, unknown, 1'324, 1).allowed);
+  CHECK(DecideTokenBucket(spec, state, unknown, 1'325, 1).allowed);
+  CHECK(DecideTokenBucket(spec, state, unknown, 1'325, 2).retry_after_ms == 200);
   // Another node's 10 tokens in the next slice count as well.
   AddToBucket(state, 2, BucketSliceAt(4'000, 1'125), 10);
-  CHECK(DecideTokenBucket(spec, state, 1'125, 0).retry_after_ms == (30 - 19) * 200);
+  CHECK(DecideTokenBucket(spec, state, unknown, 1'125, 0).retry_after_ms == (30 - 19) * 200);
 }
 
 // A cost above the limit can never pass; limit 0 denies everything, peeks too.
@@ -80,8 +98,8 @@ TEST_CASE("cost over the limit is denied for good") {
         zero_peek = DecideSlidingCounter(zero, 0, 0, 0, 0);
         break;
       case Algorithm::kTokenBucket:
-        over = DecideTokenBucket(spec, BucketSlices(), 0, 6);
-        zero_peek = DecideTokenBucket(zero, BucketSlices(), 0, 0);
+        over = DecideTokenBucket(spec, BucketSlices(), 0, 0, 6);
+        zero_peek = DecideTokenBucket(zero, BucketSlices(), 0, 0, 0);
         break;
       case Algorithm::kSlidingWindowLog:
         over = DecideSlidingLog(spec, {}, 0, 0, 6);

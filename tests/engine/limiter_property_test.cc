@@ -94,22 +94,9 @@ class ReferenceLimit {
         }
         return sum * w;
       }
-      case Algorithm::kTokenBucket: {  // a central bucket, each cost at its slice's end
-        // Its debt: the most, over charge times p (slice ends), that the cost charged from p
-        // on exceeds the refill since p (`limit` units per ms; none before p).
-        const int64_t slice_ms = static_cast<int64_t>(std::max<uint64_t>(1, w / 32));
-        const auto charged_at = [&](int64_t at_ms) { return (at_ms / slice_ms + 1) * slice_ms; };
-        Uint128 debt = 0;
-        for (const auto& [from_ms, unused] : log_) {
-          const int64_t p_ms = charged_at(from_ms);
-          Uint128 cost = 0;
-          for (const auto& [at_ms, c] : log_) {
-            if (charged_at(at_ms) >= p_ms) cost += c;
-          }
-          const Uint128 refill = t_ms > p_ms ? static_cast<Uint128>(t_ms - p_ms) * limit : 0;
-          if (cost * w > refill) debt = std::max(debt, cost * w - refill);
-        }
-        return static_cast<uint64_t>(debt);
+      case Algorithm::kTokenBucket: {  // capacity - level; each ms refills `limit` units
+        const uint64_t refill = std::min(static_cast<uint64_t>(t_ms - refilled_at_ms_), w) * limit;
+        return bucket_deficit_ > refill ? bucket_deficit_ - refill : 0;
       }
     }
     return 0;
@@ -160,8 +147,9 @@ class ReferenceLimit {
         });
         log_.emplace_back(t_ms, cost);
         break;
-      case Algorithm::kTokenBucket:  // the whole history: brute force forgets nothing
-        log_.emplace_back(t_ms, cost);
+      case Algorithm::kTokenBucket:
+        bucket_deficit_ = LoadScaled(t_ms, limit) + cost * window_ms_;
+        refilled_at_ms_ = t_ms;
         break;
     }
   }
@@ -174,7 +162,9 @@ class ReferenceLimit {
   Algorithm algorithm_;
   uint64_t window_ms_;
   std::map<int64_t, uint64_t> count_by_window_;    // counters: window index -> cost
-  std::vector<std::pair<int64_t, uint64_t>> log_;  // sliding log, token bucket: (at_ms, cost)
+  std::vector<std::pair<int64_t, uint64_t>> log_;  // sliding log: (at_ms, cost)
+  uint64_t bucket_deficit_ = 0;                    // token bucket, scaled; starts full
+  int64_t refilled_at_ms_ = 0;
 };
 
 struct Request {
@@ -380,8 +370,7 @@ std::string FirstOverfullLogWindow(const TrackedLimit& tracked) {
 }
 
 // Brute force: the first admission times t1 <= t2 whose admitted cost in [t1, t2] exceeds
-// capacity + rate * (t2 - t1), multiplied out: cost * W > L * W + L * (t2 - t1). Slices
-// charge each cost at its slice's end, never earlier, so this holds with them too.
+// capacity + rate * (t2 - t1), multiplied out: cost * W > L * W + L * (t2 - t1).
 std::string FirstBucketOverdraft(const TrackedLimit& tracked) {
   const std::vector<Request> admitted = Admitted(tracked);
   const Uint128 window_ms = tracked.spec.window_ms;

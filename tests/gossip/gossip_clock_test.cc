@@ -125,5 +125,28 @@ TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whol
   node.gossip->Stop();
 }
 
+// While it waits for a seed that never answers, WaitForRecovery reports its
+// progress (not joined) about every kRecoveryProgressMs, then gives up at its
+// timeout (real time: the wait is on a condition variable).
+TEST_CASE("gossip: WaitForRecovery reports its progress while it waits") {
+  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
+  Gossip::Options options = OptionsOn(&clock);
+  options.seeds = {"127.0.0.1:1"};  // nothing listens there
+  TestNode node(1, &clock);
+  node.gossip.emplace(options, &node.limiter);
+  REQUIRE(node.gossip->Listen().ok());
+  node.gossip->Start();
+  int reports = 0;
+  const Gossip::Recovery recovery =
+      node.gossip->WaitForRecovery(3 * Gossip::kRecoveryProgressMs, [&](const auto& now) {
+        CHECK_FALSE(now.joined);
+        ++reports;
+      });
+  CHECK_FALSE(recovery.joined);
+  CHECK(reports >= 1);
+  CHECK(reports <= 3);
+  node.gossip->Stop();
+}
+
 }  // namespace
 }  // namespace tally

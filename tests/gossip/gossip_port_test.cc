@@ -45,8 +45,11 @@ struct GossipNode {
     std::ofstream(dir.Path("secret")) << kSecret << "\n";
     args.insert(args.end(), {"--node-id", "5", "--memory-only", "--cluster-secret-file",
                              dir.Path("secret"), "--recovery-timeout-ms", "0"});
-    const Status started = TallydProcess::Start(
-        {TALLYD_PATH, args, "", /*gossip_port=*/true, /*fronts=*/{}}, &process);
+    TallydProcess::Options options;
+    options.tallyd_path = TALLYD_PATH;
+    options.args = args;
+    options.gossip_port = true;
+    const Status started = TallydProcess::Start(options, &process);
     REQUIRE_MESSAGE(started.ok(), started.ToString());
     REQUIRE(process->WaitForGossipPort(1'000).ok());
     REQUIRE(process->Connect(&client).ok());

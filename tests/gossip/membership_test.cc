@@ -132,3 +132,61 @@ TEST_CASE("membership: changes are reported once per state") {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+const protocol::MemberStatus& StatusOf(const std::vector<protocol::MemberStatus>& view, NodeId id) {
+  for (const protocol::MemberStatus& member : view) {
+    if (member.node_id == id) return member;
+  }
+  FAIL("no such member: " << id);
+  return view.front();
+}
+
+// A member's clock offset comes from its own records heard straight from it,
+// as the highest of the recent samples (the one with the quickest delivery);
+// records relayed by others say nothing about it.
+TEST_CASE("membership: clock offsets from a member's own heartbeats") {
+  Membership a(OptionsFor(1), 0), b(OptionsFor(2), 0), c(OptionsFor(3), 0);
+  // b's clock is 500 ms ahead of a's: it beats at a's kWallMs + 500.
+  b.Beat(kWallMs + 500);
+  c.Merge(b.Records(), 0, kWallMs + 3);  // c hears b, and relays it to a
+  c.Beat(kWallMs);
+  a.Merge(c.Records(), 0, kWallMs + 10, /*sender=*/3);
+  CHECK_FALSE(StatusOf(a.View(0), 2).clock_offset_known);
+  CHECK(StatusOf(a.View(0), 3).clock_offset_known);
+  CHECK(StatusOf(a.View(0), 3).clock_offset_ms == -10);  // c's beat took 10 ms to arrive
+  // From b itself, delivered in 20 ms, then in 2 ms: the estimate is the quicker one.
+  a.Merge(b.Records(), 10, kWallMs + 20, /*sender=*/2);
+  CHECK(StatusOf(a.View(10), 2).clock_offset_ms == 480);
+  b.Beat(kWallMs + 600);
+  a.Merge(b.Records(), 20, kWallMs + 102, /*sender=*/2);
+  CHECK(StatusOf(a.View(20), 2).clock_offset_ms == 498);
+  // A slow delivery later does not lower it while the quick sample is recent.
+  b.Beat(kWallMs + 700);
+  a.Merge(b.Records(), 30, kWallMs + 400, /*sender=*/2);
+  CHECK(StatusOf(a.View(30), 2).clock_offset_ms == 498);
+}
+
+// Crossing the threshold is reported once each way, so the log says it once.
+TEST_CASE("membership: clock offset changes are reported once each way") {
+  Membership a(OptionsFor(1), 0), b(OptionsFor(2), 0);
+  b.Beat(kWallMs + 500);
+  a.Merge(b.Records(), 0, kWallMs, /*sender=*/2);
+  std::vector<protocol::MemberStatus> changes = a.TakeClockChanges(100, 0);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].clock_offset_ms == 500);
+  CHECK(a.TakeClockChanges(100, 0).empty());
+  // b's clock is fixed: within 100 ms once the old samples have rolled out.
+  for (size_t i = 0; i < Membership::kOffsetSamples; ++i) {
+    b.Beat(kWallMs + 1'000 + static_cast<int64_t>(i) * 200);
+    a.Merge(b.Records(), 0, kWallMs + 1'000 + static_cast<int64_t>(i) * 200, /*sender=*/2);
+  }
+  changes = a.TakeClockChanges(100, 0);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].clock_offset_ms == 0);
+}
+
+}  // namespace
+}  // namespace tally

@@ -93,6 +93,13 @@ TEST_CASE("rls: statuses per descriptor and the overall code") {
   CHECK(f.response.statuses(0).code() == rls::RateLimitResponse::OVER_LIMIT);
   CHECK(f.response.statuses(1).code() == rls::RateLimitResponse::OK);
   CHECK(f.handler->counters().over_limit == 1);
+  // Only limited descriptors are checks: one allowed, then one denied, under the edge domain.
+  const FrontCounters::Snapshot decided = f.handler->decided().Read();
+  const size_t edge = f.store->Current()->DomainSlot("edge");
+  CHECK(decided.by_domain[edge].allowed == 1);
+  CHECK(decided.by_domain[edge].denied == 1);
+  CHECK(decided.Total().checks() == 2);
+  CHECK(decided.latency_count == 2);
 }
 
 // A shadow-mode limit reports OK while counting what it would have denied.
@@ -105,6 +112,8 @@ TEST_CASE("rls: shadow mode answers OK and counts the shadow denial") {
   CHECK(f.response.overall_code() == rls::RateLimitResponse::OK);
   CHECK(f.response.statuses(0).code() == rls::RateLimitResponse::OK);
   CHECK(f.handler->counters().shadow_denied == 2);
+  CHECK(f.handler->decided().Read().Total().shadow_denied == 2);
+  CHECK(f.handler->decided().Read().Total().allowed == 3);
 }
 
 // An unknown domain is OK for every descriptor; an empty domain or list is INVALID_ARGUMENT.

@@ -12,15 +12,16 @@ has a deadline; the whole run is bounded.
 """
 import concurrent.futures
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
+import cases as cases_lib  # noqa: E402
 
 POLICY = """
 domain: edge
@@ -48,7 +49,7 @@ descriptors:
 METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 
-class Node:
+class Node(cases_lib.Process):
     """One tallyd with a policy directory, on run-time ports."""
 
     def __init__(self, tallyd, root):
@@ -79,19 +80,6 @@ class Node:
             f.write(text)
         os.replace(path + ".tmp", path)
 
-    def log_text(self):
-        self.log.flush()
-        return open(self.log_path).read()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
 
 def main():
@@ -249,25 +237,12 @@ def main():
         cases = [case_nested_and_key_only, case_statuses, case_shadow_mode, case_unknown_domain,
                  case_bad_input, case_flood_of_streams, case_reload, case_bad_file_kept_out,
                  case_sighup_reloads_and_keeps_serving]
-        for case in cases:
-            try:
-                case()
-                print(f"PASS {case.__name__}")
-                passed += 1
-            except Exception:  # one failing case does not stop the others
-                print(f"FAIL {case.__name__}")
-                traceback.print_exc()
-                failed += 1
+        passed, failed = cases_lib.run(cases)
         assert node.process.poll() is None, "tallyd died"
         channel.close()
     finally:
-        if node is not None:
-            if failed:
-                print(node.log_text()[-4000:])
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+        status = cases_lib.finish(node, root, passed, failed)
+    return status
 
 
 if __name__ == "__main__":

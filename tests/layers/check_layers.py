@@ -24,11 +24,14 @@ ALLOWED = {
     "node/net": {"node/common", "protocol"},
     "node/policy": {"node/common", "node/engine"},
     "node/grpc": {"node/common", "node/engine", "node/policy", "envoy"},
+    "node/http": {"node/common", "node/engine", "node/net", "node/policy"},
+    "node/resp": {"node/common", "node/engine", "node/net", "node/policy", "protocol"},
     "node/server": {"node/common", "node/engine", "node/net", "node/policy", "protocol"},
     "node/gossip": {"node/common", "node/engine", "node/net", "protocol"},
     "node/persist": {"node/common", "node/engine", "storage"},
+    "node/metrics": {"node/common", "protocol"},
     "node/bin": {"node/common", "node/engine", "node/net", "node/server", "node/gossip",
-                 "node/persist", "node/policy", "node/grpc", "protocol", "storage"},
+                 "node/persist", "node/policy", "node/grpc", "node/metrics", "node/http", "node/resp", "protocol", "storage"},
     "protocol": {"node/common"},
     "storage": {"node/common"},
     "cluster": {"node/common", "protocol"},
@@ -44,8 +47,8 @@ FORBIDDEN_SYSTEM = {
 # Targets that must link no engine and no part of the daemon.
 NO_ENGINE = ["tally_common", "tally_protocol", "tally_storage", "tally_client", "tallyctl",
              "tally-loadgen", "tally_harness"]
-DAEMON_LIBS = {"tally_engine", "tally_server", "tally_gossip", "tally_persister", "tally_policy",
-               "tally_grpc"}
+DAEMON_LIBS = {"tally_engine", "tally_requests", "tally_server", "tally_gossip", "tally_persister",
+               "tally_policy", "tally_grpc", "tally_http", "tally_resp"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 SOURCE_SUFFIXES = (".h", ".cc")

@@ -160,6 +160,45 @@ TEST_CASE("protocol: encode/decode request kinds") {
   }
 }
 
+// Inspect and reset name one limit (binary key, algorithm, window, local)
+// and round-trip with their replies: every node's counts, the bucket, erased.
+TEST_CASE("protocol: inspect and reset round-trip") {
+  const std::string_view binary("\0\xFFk", 3);
+  for (const RequestKind kind : {RequestKind::kInspect, RequestKind::kReset}) {
+    Request sent;
+    sent.id = 3;
+    sent.kind = kind;
+    sent.key_limit = {binary, {Algorithm::kSlidingWindowLog, 0, 60'000}, true};
+    const Words frame = Encoded(sent);  // the decoded key points into it
+    Request got;
+    REQUIRE(DecodeWords(frame, &got).ok());
+    CHECK(got.kind == kind);
+    CHECK(got.key_limit.key == binary);
+    CHECK(got.key_limit.spec.algorithm == Algorithm::kSlidingWindowLog);
+    CHECK(got.key_limit.spec.window_ms == 60'000);
+    CHECK(got.key_limit.local);
+  }
+  Response inspect;
+  inspect.id = 4;
+  inspect.kind = ResponseKind::kInspect;
+  inspect.inspect = {9, true, -2, {{1, 2, 3, 4}, {~0ULL, 5, 6, 7}}, 8, -9};
+  const Response got = RoundTrip(inspect);
+  CHECK(got.inspect.node_id == 9);
+  CHECK(got.inspect.found);
+  CHECK(got.inspect.window_index == -2);
+  REQUIRE(got.inspect.nodes.size() == 2);
+  CHECK(got.inspect.nodes[1].node_id == ~0ULL);
+  CHECK(got.inspect.nodes[1].current == 5);
+  CHECK(got.inspect.nodes[1].previous == 6);
+  CHECK(got.inspect.nodes[1].stamps == 7);
+  CHECK(got.inspect.bucket_level == 8);
+  CHECK(got.inspect.bucket_refilled_at_ms == -9);
+  Response reset;
+  reset.kind = ResponseKind::kReset;
+  reset.reset_erased = true;
+  CHECK(RoundTrip(reset).reset_erased);
+}
+
 // A Check without a cost on the wire (absent or zero field) decodes with cost 1.
 TEST_CASE("protocol: decode request cost defaults to 1") {
   for (const uint16_t data_words : {3, 4}) {  // 3: an older client's Check without the field

@@ -18,7 +18,7 @@ namespace {
 
 struct Fixture {
   Fixture()
-      : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, [] { return Stats(); }) {}
+      : limiter(LimiterOptions(&clock)), handler(&limiter, &counters, 0, [] { return Stats(); }) {}
 
   static Limiter::Options LimiterOptions(const Clock* clock) {
     Limiter::Options options;
@@ -38,12 +38,12 @@ struct Fixture {
 
   ManualClock clock{1'700'000'000'000};
   Limiter limiter;
-  WorkerCounters counters;
+  FrontCounters counters{1, FrontCounters::Writers::kOnePerStripe};
   RequestHandler handler;
   protocol::Response response;
 };
 
-uint64_t Get(const std::atomic<uint64_t>& counter) { return counter.load(); }
+FrontCounters::Outcomes Total(const FrontCounters& counters) { return counters.Read().Total(); }
 
 // A batch is answered in order, one outcome per check, and the counters split allowed from denied.
 TEST_CASE("request handler: decides a batch in order and counts allowed and denied") {
@@ -61,10 +61,13 @@ TEST_CASE("request handler: decides a batch in order and counts allowed and deni
   CHECK(f.response.outcomes[1].decision.allowed);
   CHECK_FALSE(f.response.outcomes[2].decision.allowed);
   CHECK(f.response.outcomes[2].decision.retry_after_ms == 1'000);
-  CHECK(Get(f.counters.checks) == 3);
-  CHECK(Get(f.counters.allowed) == 2);
-  CHECK(Get(f.counters.denied) == 1);
-  CHECK(Get(f.counters.errors) == 0);
+  CHECK(Total(f.counters).checks() == 3);
+  CHECK(Total(f.counters).allowed == 2);
+  CHECK(Total(f.counters).denied == 1);
+  CHECK(Total(f.counters).errors == 0);
+  // Checks with their own limit count under no domain; the request was timed once.
+  CHECK(f.counters.Read().by_domain[FrontCounters::kNoDomain].checks() == 3);
+  CHECK(f.counters.Read().latency_count == 1);
 }
 
 // A bad check becomes that check's error; the others in the batch are still decided.
@@ -83,9 +86,9 @@ TEST_CASE("request handler: a bad check fails alone") {
   CHECK(f.response.outcomes[1].error_message.empty());
   CHECK(f.response.outcomes[1].decision.allowed);
   CHECK(f.response.outcomes[2].error == protocol::ErrorCode::kInvalidArgument);
-  CHECK(Get(f.counters.errors) == 2);
-  CHECK(Get(f.counters.allowed) == 1);
-  CHECK(Get(f.counters.denied) == 0);
+  CHECK(Total(f.counters).errors == 2);
+  CHECK(Total(f.counters).allowed == 1);
+  CHECK(Total(f.counters).denied == 0);
 }
 
 // A new key beyond the key cap is resource_exhausted for that check only.
@@ -137,7 +140,8 @@ TEST_CASE("request handler: stats from the source, unknown kinds unsupported") {
   CHECK(f.response.id == 4);
   CHECK(f.response.kind == protocol::ResponseKind::kError);
   CHECK(f.response.error == protocol::ErrorCode::kUnsupported);
-  CHECK(Get(f.counters.checks) == 0);
+  CHECK(Total(f.counters).checks() == 0);
+  CHECK(f.counters.Read().latency_count == 0);  // only decisions are timed
 }
 
 // The handler decides at the engine's clock: a full window passes again once the clock moves on.
@@ -175,9 +179,9 @@ TEST_CASE("request handler: policy checks are decided under the node's policies"
   REQUIRE(PolicyStore::Open({.dir = dir.Path("")}, &store).ok());
   ManualClock clock(1'700'000'000'000);
   Limiter limiter(Limiter::Options{.clock = &clock});
-  WorkerCounters counters;
+  FrontCounters counters(1, FrontCounters::Writers::kOnePerStripe);
   RequestHandler handler(
-      &limiter, &counters, [] { return protocol::StatsReply(); }, store.get());
+      &limiter, &counters, 0, [] { return protocol::StatsReply(); }, store.get());
   protocol::Response response;
 
   const protocol::Request request =
@@ -191,10 +195,15 @@ TEST_CASE("request handler: policy checks are decided under the node's policies"
   CHECK_FALSE(response.policy_outcomes[0].decision.allowed);
   CHECK(response.policy_outcomes[1].kind == protocol::PolicyOutcome::Kind::kNoLimit);
   CHECK(response.policy_outcomes[2].shadow_denied);
-  CHECK(Get(counters.checks) == 4);
-  CHECK(Get(counters.allowed) == 3);  // user once, trial twice (shadow)
-  CHECK(Get(counters.denied) == 1);
-  CHECK(Get(counters.shadow_denied) == 2);
+  const FrontCounters::Snapshot counted = counters.Read();
+  CHECK(counted.Total().checks() == 4);
+  CHECK(counted.Total().allowed == 3);  // user once, trial twice (shadow)
+  CHECK(counted.Total().denied == 1);
+  CHECK(counted.Total().shadow_denied == 2);
+  // All of it under the domain's slot, which the store names; each request timed once.
+  REQUIRE(store->DomainSlotNames()[1] == "api");
+  CHECK(counted.by_domain[1].checks() == 4);
+  CHECK(counted.latency_count == 2);
 
   handler.Handle(PolicyRequest("", {{"user", "a"}}, {1}), &response);
   CHECK(response.kind == protocol::ResponseKind::kError);
@@ -209,6 +218,130 @@ TEST_CASE("request handler: without policies every descriptor is unlimited by po
   REQUIRE(f.response.policy_outcomes.size() == 1);
   CHECK(f.response.policy_outcomes[0].kind == protocol::PolicyOutcome::Kind::kNoLimit);
   CHECK(f.limiter.key_count() == 0);
+}
+
+protocol::Request KeyLimitRequest(protocol::RequestKind kind, std::string_view key,
+                                  const LimitSpec& spec, bool local = false) {
+  protocol::Request request;
+  request.kind = kind;
+  request.key_limit = {key, spec, local};
+  return request;
+}
+
+// Inspect shows every node's slots of the current and previous window, this
+// node's and a peer's (merged in), and the log's cost and stamps per node.
+TEST_CASE("request handler: inspect shows every node's counts of a limit") {
+  Fixture f;
+  const LimitSpec counter{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  Decision decision;
+  REQUIRE(f.limiter.Check("k", counter, 3, &decision).ok());
+  f.clock.AdvanceMs(1'000);
+  REQUIRE(f.limiter.Check("k", counter, 2, &decision).ok());
+  KeySnapshot peer;
+  peer.key = "k";
+  peer.algorithm = counter.algorithm;
+  peer.window_ms = counter.window_ms;
+  peer.counts.window_index = f.clock.WallMs() / 1'000;
+  peer.counts.current.MergeSlot(7, 5);
+  peer.counts.previous.MergeSlot(7, 4);
+  REQUIRE(f.limiter.Merge(peer).ok());
+
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k", counter), &f.response);
+  REQUIRE(f.response.kind == protocol::ResponseKind::kInspect);
+  const protocol::InspectReply& reply = f.response.inspect;
+  CHECK(reply.node_id == f.limiter.node_id());
+  CHECK(reply.found);
+  CHECK(reply.window_index == f.clock.WallMs() / 1'000);
+  REQUIRE(reply.nodes.size() == 2);
+  CHECK(reply.nodes[0].node_id == f.limiter.node_id());
+  CHECK(reply.nodes[0].current == 2);
+  CHECK(reply.nodes[0].previous == 3);
+  CHECK(reply.nodes[1].node_id == 7);
+  CHECK(reply.nodes[1].current == 5);
+  CHECK(reply.nodes[1].previous == 4);
+
+  // The same key under another window is another limit: nothing held.
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k",
+                                   {Algorithm::kSlidingWindowCounter, 0, 2'000}),
+                   &f.response);
+  CHECK(f.response.kind == protocol::ResponseKind::kInspect);
+  CHECK_FALSE(f.response.inspect.found);
+  CHECK(f.response.inspect.nodes.empty());
+}
+
+// Inspect of the log sums each node's cost in the window and counts its
+// stamps; of the token bucket, gives this node's level and refill time.
+TEST_CASE("request handler: inspect shows the log's stamps and the bucket's level") {
+  Fixture f;
+  Decision decision;
+  const LimitSpec log{Algorithm::kSlidingWindowLog, 100, 60'000};
+  REQUIRE(f.limiter.Check("k", log, 2, &decision).ok());
+  f.clock.AdvanceMs(10);
+  REQUIRE(f.limiter.Check("k", log, 3, &decision).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "k", log), &f.response);
+  REQUIRE(f.response.inspect.nodes.size() == 1);
+  CHECK(f.response.inspect.nodes[0].current == 5);
+  CHECK(f.response.inspect.nodes[0].stamps == 2);
+
+  const LimitSpec bucket{Algorithm::kTokenBucket, 10, 1'000};
+  REQUIRE(f.limiter.Check("b", bucket, 4, &decision).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kInspect, "b", bucket), &f.response);
+  CHECK(f.response.inspect.found);
+  CHECK(f.response.inspect.bucket_level == 6 * 1'000);
+  CHECK(f.response.inspect.bucket_refilled_at_ms == f.clock.WallMs());
+}
+
+// Reset forgets one limit of a key on a node without peers (the next check
+// starts from nothing); a second reset finds nothing; a bad key is
+// invalid_argument for the request.
+TEST_CASE("request handler: reset forgets a limit on a local node") {
+  Fixture f;
+  const LimitSpec spec{Algorithm::kFixedWindow, 2, 3'600'000};
+  Decision decision;
+  REQUIRE(f.limiter.Check("k", spec, 2, &decision).ok());
+  REQUIRE(f.limiter.Check("k", spec, 1, &decision).ok());
+  CHECK_FALSE(decision.allowed);
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &f.response);
+  REQUIRE(f.response.kind == protocol::ResponseKind::kReset);
+  CHECK(f.response.reset_erased);
+  REQUIRE(f.limiter.Check("k", spec, 2, &decision).ok());
+  CHECK(decision.allowed);
+  REQUIRE(f.limiter.Erase("k", spec).ok());
+  f.handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &f.response);
+  CHECK(f.response.kind == protocol::ResponseKind::kReset);
+  CHECK_FALSE(f.response.reset_erased);
+  for (const protocol::RequestKind kind :
+       {protocol::RequestKind::kReset, protocol::RequestKind::kInspect}) {
+    f.handler.Handle(KeyLimitRequest(kind, "", spec), &f.response);
+    CHECK(f.response.kind == protocol::ResponseKind::kError);
+    CHECK(f.response.error == protocol::ErrorCode::kInvalidArgument);
+  }
+}
+
+// A node whose peers merge state in refuses a reset that does not say
+// --local (the peers would send the counts back), and does it with it.
+TEST_CASE("request handler: a clustered node resets only when told local") {
+  ManualClock clock{1'700'000'000'000};
+  Limiter::Options options;
+  options.clock = &clock;
+  options.replicate = true;
+  Limiter limiter(options);
+  FrontCounters counters{1, FrontCounters::Writers::kOnePerStripe};
+  RequestHandler handler(&limiter, &counters, 0, [] { return protocol::StatsReply(); });
+  const LimitSpec spec{Algorithm::kFixedWindow, 2, 3'600'000};
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 2, &decision).ok());
+  protocol::Response response;
+  handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec), &response);
+  CHECK(response.kind == protocol::ResponseKind::kError);
+  CHECK(response.error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(response.error_message.find("--local") != std::string::npos);
+  CHECK(limiter.key_count() == 1);
+  handler.Handle(KeyLimitRequest(protocol::RequestKind::kReset, "k", spec, /*local=*/true),
+                 &response);
+  CHECK(response.kind == protocol::ResponseKind::kReset);
+  CHECK(response.reset_erased);
+  CHECK(limiter.key_count() == 0);
 }
 
 }  // namespace

@@ -58,14 +58,13 @@ TEST_CASE("limits: out of file descriptors, the accept loops back off" *
           doctest::skip(!testing::kSurvivesDescriptorExhaustion)) {
   testing::TempDir dir;
   std::ofstream(dir.Path("secret")) << "a secret the members share\n";
+  TallydProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--memory-only", "--cluster-secret-file", dir.Path("secret"),
+                  "--recovery-timeout-ms", "0"};
+  options.gossip_port = true;
   std::unique_ptr<TallydProcess> node;
-  const Status started = TallydProcess::Start(
-      {TALLYD_PATH,
-       {"--memory-only", "--cluster-secret-file", dir.Path("secret"), "--recovery-timeout-ms", "0"},
-       "",
-       /*gossip_port=*/true,
-       /*fronts=*/{}},
-      &node);
+  const Status started = TallydProcess::Start(options, &node);
   REQUIRE_MESSAGE(started.ok(), started.ToString());
   REQUIRE(node->WaitForGossipPort(1'000).ok());
   std::unique_ptr<protocol::Client> open_before;
@@ -180,7 +179,9 @@ TEST_CASE("limits: half-sent frames hold at most --max-buffer-bytes") {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int64_t grown_kb = testing::ResidentKb(node->pid()) - resident_before_kb;
   MESSAGE("64 half frames of 1 MiB cost " << grown_kb << " KiB of resident memory");
-  CHECK(grown_kb < 24 * 1024);  // without the budget: over 64 MiB
+  // Without the budget: over 64 MiB. Under ASan, freed buffers stay resident
+  // in its quarantine, so resident memory says nothing of what tallyd holds.
+  if (testing::kResidentFollowsFrees) CHECK(grown_kb < 24 * 1024);
   CHECK(NewClientServed(*node));
 }
 

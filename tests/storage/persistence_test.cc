@@ -175,7 +175,9 @@ void AwaitFlushOfAcknowledged(Node& node) {
     const std::string marker = "flush-marker-" + std::to_string(markers++);
     MustCheck(*node.client, {marker, LongSpec(Algorithm::kFixedWindow, 10), 1});
     const uint64_t flushes = node.Stats().storage_flushes;
-    REQUIRE(PollUntil([&] { return node.Stats().storage_flushes > flushes; }));
+    // Bounded generously: a flush is every 100 ms, but a loaded machine
+    // (and the sanitizer build) can hold the flush thread back for seconds.
+    REQUIRE(PollUntil([&] { return node.Stats().storage_flushes > flushes; }, 20'000));
   }
 }
 

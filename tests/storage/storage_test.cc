@@ -75,6 +75,8 @@ TEST_CASE("storage: DecodeRecord rejects garbage with Corruption") {
   const std::string value = storage::EncodeRecordValue(bucket);
   const std::string header = value.substr(0, 9);  // format byte and expiry
   REQUIRE(Decode(key, value).ok());
+  KeySnapshot heard_before_epoch = bucket;
+  heard_before_epoch.bucket_heard_at_ms = -1;
   auto with_byte = [](std::string s, size_t at, char byte) { return s.replace(at, 1, 1, byte); };
   const std::pair<std::string, std::string> garbage[] = {
       {with_byte(key, 0, storage::kMetaPrefix), value},        // wrong prefix
@@ -88,6 +90,7 @@ TEST_CASE("storage: DecodeRecord rejects garbage with Corruption") {
       {key, header + "\x05\x80"},                              // truncated varint
       {key, header + std::string(11, '\xff') + "\x01"},        // varint over 10 bytes
       {key, value + '\0'},                                     // trailing bytes
+      {key, storage::EncodeRecordValue(heard_before_epoch)},   // a heard time out of range
       {with_byte(key, 1, char(Algorithm::kFixedWindow)), header + "\x01\x64\x01\x01"},  // 100 slots
       {with_byte(key, 1, char(Algorithm::kSlidingWindowLog)), header + "\x7f\x01\x01"},  // 127 logs
   };
@@ -146,6 +149,7 @@ TEST_CASE("storage: records of format 1 still decode") {
                                 header + Varint(20 * 4'000) + Varint(kStartMs), &decoded)
               .ok());
   CHECK(decoded.bucket == BucketSlices());
+  CHECK(decoded.bucket_heard_debt == KeySnapshot::kUnknownDebt);
   CHECK(ExpiresAtMs(decoded) <= kStartMs);
   const KeySnapshot counts = Counting("c", Algorithm::kFixedWindow, 1'000, 5, {{1, 2}}, {});
   std::string value = storage::EncodeRecordValue(counts);
@@ -325,6 +329,40 @@ TEST_CASE("storage: Load reads the newest checkpoint and the runs after it") {
   CHECK(loaded[3].bucket.base_debt == 4 * 4'000);
 }
 
+// Load reports its progress after each part, with an estimate of all it will
+// read that counts only the runs from the checkpoint on and is exact once
+// the last part is read.
+TEST_CASE("storage: Load reports its progress and estimates what it reads in all") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  std::vector<KeySnapshot> batch;
+  for (int i = 0; i < 100'000; ++i) {  // about 3 MB: several parts
+    batch.push_back(Counting("key " + std::to_string(i), Algorithm::kFixedWindow, 60'000,
+                             kStartMs / 60'000, {{1, 1}}, {}));
+  }
+  REQUIRE(WriteRun(*store, batch).ok());  // replaced by the checkpoint: not read
+  REQUIRE(WriteRun(*store, batch, /*checkpoint=*/true).ok());
+  REQUIRE(WriteRun(*store, std::span(batch).first(10)).ok());
+  std::vector<Store::LoadProgress> reports;
+  Store::LoadStats stats;
+  REQUIRE(store
+              ->Load([](const KeySnapshot&) { return Status::OK(); }, &stats,
+                     [&](const Store::LoadProgress& now) { reports.push_back(now); })
+              .ok());
+  REQUIRE(stats.records == 100'010);
+  REQUIRE(reports.size() >= 3);
+  const uint64_t per_part = reports[0].records;
+  for (const Store::LoadProgress& report : reports) {
+    // Never below what is read; above the total by at most a part per run (the last parts
+    // of the checkpoint and of the run after it are not full).
+    CHECK(report.estimated_records >= report.records);
+    CHECK(report.estimated_records <= stats.records + 2 * per_part);
+  }
+  CHECK(reports.back().records == stats.records);
+  CHECK(reports.back().estimated_records == stats.records);
+}
+
 // A checkpoint is due once the runs after it outgrow it (and a minimum);
 // writing one resets that.
 TEST_CASE("storage: a checkpoint is due once later runs outgrow it") {
@@ -452,6 +490,33 @@ TEST_CASE("storage: Persister's Stop writes a checkpoint without expired keys") 
   CHECK(loaded[0].key == "long");
   CHECK(loaded[0].counts.current.Get(1) == 2);
   CHECK(stats.records == 1);
+}
+
+// A flush after an erase writes a checkpoint, so that the erased key leaves
+// the disk (runs only add or raise state); the flush after it is a plain run.
+TEST_CASE("storage: Persister checkpoints after an erase, which drops the key from disk") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kFixedWindow, 5, 3'600'000};
+  Decision decision;
+  REQUIRE(limiter.Check("reset", spec, 2, &decision).ok());
+  REQUIRE(limiter.Check("kept", spec, 1, &decision).ok());
+  Persister persister(Persister::Options{}, &limiter, store.get());
+  REQUIRE(persister.Flush().ok());
+  Store::LoadStats stats;
+  CHECK(LoadAll(*store, &stats).size() == 2);
+  REQUIRE(limiter.Erase("reset", spec).ok());
+  REQUIRE(persister.Flush().ok());
+  CHECK(persister.stats().checkpoints == 1);
+  const std::vector<KeySnapshot> loaded = LoadAll(*store, &stats);
+  REQUIRE(loaded.size() == 1);
+  CHECK(loaded[0].key == "kept");
+  REQUIRE(limiter.Check("kept", spec, 1, &decision).ok());
+  REQUIRE(persister.Flush().ok());
+  CHECK(persister.stats().checkpoints == 1);
+  CHECK(persister.stats().flushes == 3);
 }
 
 }  // namespace

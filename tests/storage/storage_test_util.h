@@ -52,7 +52,8 @@ inline KeySnapshot Log(std::string key, uint64_t window_ms, std::vector<NodeStam
   return snapshot;
 }
 
-// A bucket holding `cost` admitted by node 1 at at_ms, and 3 by node 2 a slice earlier.
+// A bucket holding `cost` admitted by node 1 at at_ms, and 3 by node 2 a slice earlier; node
+// 1 heard all of it at at_ms.
 inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t cost, int64_t at_ms) {
   KeySnapshot snapshot = Snapshot(std::move(key), Algorithm::kTokenBucket, window_ms);
   const int64_t slice = BucketSliceAt(window_ms, at_ms);
@@ -61,6 +62,8 @@ inline KeySnapshot Bucket(std::string key, uint64_t window_ms, uint64_t cost, in
   snapshot.bucket.base_debt = cost * window_ms;
   AddToBucket(snapshot.bucket, 1, slice, cost);
   AddToBucket(snapshot.bucket, 2, slice - 1, 3);
+  snapshot.bucket_heard_debt = (2 * cost + 3) * window_ms;
+  snapshot.bucket_heard_at_ms = at_ms;
   return snapshot;
 }
 
@@ -99,7 +102,8 @@ inline std::string Describe(const KeySnapshot& s) {
     out << ' ' << node.node << ':';
     for (const LogStamp& stamp : node.stamps) out << ' ' << stamp.at_ms << ':' << stamp.cost;
   }
-  out << " bucket " << s.bucket.capacity << ' ' << s.bucket.base_slice << ' ' << s.bucket.base_debt;
+  out << " bucket " << s.bucket.capacity << ' ' << s.bucket.base_slice << ' ' << s.bucket.base_debt
+      << " heard " << s.bucket_heard_debt << '@' << s.bucket_heard_at_ms;
   for (const NodeSlices& node : s.bucket.nodes) {
     out << ' ' << node.node << ':';
     for (uint32_t count : node.counts) out << ' ' << count;

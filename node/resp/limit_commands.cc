@@ -1,0 +1,154 @@
+// The commands that decide limits: CL.THROTTLE, TALLY.CHECK, TALLY.POLICY.
+#include <string>
+
+#include "node/resp/cl_throttle.h"
+#include "node/resp/resp_session.h"
+
+namespace tally {
+namespace {
+
+using protocol::AppendBulkString;
+using protocol::AppendInteger;
+
+constexpr char kNotAnInteger[] = "ERR value is not an integer or out of range";
+
+// Non-negative integers, as the limit commands take them.
+bool ParseCount(std::string_view text, int64_t* value) {
+  return ParseInt64(text, value) && *value >= 0;
+}
+
+void AppendField(std::string_view name, int64_t value, std::string* out) {
+  AppendBulkString(name, out);
+  AppendInteger(value, out);
+}
+
+std::string_view KindName(DescriptorOutcome::Kind kind) {
+  switch (kind) {
+    case DescriptorOutcome::Kind::kNoLimit: return "no_limit";
+    case DescriptorOutcome::Kind::kUnlimited: return "unlimited";
+    case DescriptorOutcome::Kind::kLimited: return "limited";
+  }
+  return "no_limit";
+}
+
+}  // namespace
+
+void RespSession::Decided(std::chrono::steady_clock::time_point started, size_t domain_slot,
+                          bool allowed, bool shadow_denied) {
+  FrontCounters::Outcomes outcome;
+  (allowed ? outcome.allowed : outcome.denied) = 1;
+  outcome.shadow_denied = shadow_denied ? 1 : 0;
+  shared_.decided->Count(shared_.worker, domain_slot, outcome);
+  const auto took = std::chrono::steady_clock::now() - started;
+  shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count());
+}
+
+// CL.THROTTLE key max_burst count_per_period period [quantity]
+void RespSession::Throttle(Args args, std::string* out) {
+  if (args.size() != 5 && args.size() != 6) return WrongArity("cl.throttle", out);
+  const auto started = std::chrono::steady_clock::now();
+  ThrottleArgs throttle;
+  if (!ParseInt64(args[2], &throttle.max_burst) ||
+      !ParseInt64(args[3], &throttle.count_per_period) ||
+      !ParseInt64(args[4], &throttle.period_s) ||
+      (args.size() == 6 && !ParseInt64(args[5], &throttle.quantity))) {
+    return Error(kNotAnInteger, out);
+  }
+  LimitSpec spec;
+  if (Status status = ThrottleSpec(throttle, &spec); !status.ok()) {
+    return Error("ERR " + std::string(status.message()), out);
+  }
+  Decision decision;
+  const auto quantity = static_cast<uint64_t>(throttle.quantity);
+  if (Status status = shared_.limiter->Check(args[1], spec, quantity, &decision); !status.ok()) {
+    return Error("ERR " + std::string(status.message()), out);
+  }
+  const ThrottleReply reply = ToThrottleReply(throttle, decision);
+  if (reply.limited != 0) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, FrontCounters::kNoDomain, reply.limited == 0, false);
+  protocol::AppendArrayHeader(5, out);
+  AppendInteger(reply.limited, out);
+  AppendInteger(reply.limit, out);
+  AppendInteger(reply.remaining, out);
+  AppendInteger(reply.retry_after_s, out);
+  AppendInteger(reply.reset_after_s, out);
+}
+
+// TALLY.CHECK key algorithm limit window_ms [cost]
+void RespSession::Check(Args args, std::string* out) {
+  if (args.size() != 5 && args.size() != 6) return WrongArity("tally.check", out);
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<Algorithm> algorithm = ParseAlgorithm(args[2]);
+  if (!algorithm) {
+    return Error("ERR unknown algorithm '" + std::string(args[2].substr(0, 64)) +
+                     "' (fixed_window, sliding_log, sliding_counter, token_bucket)",
+                 out);
+  }
+  int64_t limit = 0, window_ms = 0, cost = 1;
+  if (!ParseCount(args[3], &limit) || !ParseCount(args[4], &window_ms) ||
+      (args.size() == 6 && !ParseCount(args[5], &cost))) {
+    return Error(kNotAnInteger, out);
+  }
+  const LimitSpec spec{*algorithm, static_cast<uint64_t>(limit), static_cast<uint64_t>(window_ms)};
+  Decision decision;
+  if (Status status = shared_.limiter->Check(args[1], spec, static_cast<uint64_t>(cost), &decision);
+      !status.ok()) {
+    return Error("ERR " + std::string(status.message()), out);
+  }
+  if (!decision.allowed) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, FrontCounters::kNoDomain, decision.allowed, false);
+  protocol::AppendMapHeader(6, resp_version_, out);
+  AppendDecision(decision, decision.allowed, out);
+}
+
+// TALLY.POLICY domain key value [key value ...] [HITS n]
+void RespSession::PolicyCheck(Args args, std::string* out) {
+  if (args.size() < 4 || args.size() % 2 != 0) return WrongArity("tally.policy", out);
+  const auto started = std::chrono::steady_clock::now();
+  size_t end = args.size();
+  int64_t hits = 0;
+  if (end >= 6 && EqualsIgnoreCase(args[end - 2], "HITS")) {
+    if (!ParseCount(args[end - 1], &hits)) return Error(kNotAnInteger, out);
+    end -= 2;
+  }
+  entries_.clear();
+  for (size_t i = 2; i < end; i += 2) entries_.push_back(DescriptorEntry{args[i], args[i + 1]});
+  const DescriptorView descriptor(entries_);
+  const std::span<const DescriptorView> descriptors(&descriptor, 1);
+  if (Status valid = ValidatePolicyRequest(args[1], descriptors); !valid.ok()) {
+    return Error("ERR " + std::string(valid.message()), out);
+  }
+  static const PolicySet kNoPolicies;
+  const std::shared_ptr<const PolicySet> policies =
+      shared_.policies != nullptr ? shared_.policies->Current() : nullptr;
+  CheckDescriptors(shared_.limiter, policies ? *policies : kNoPolicies, args[1], descriptors,
+                   static_cast<uint64_t>(hits), &policy_scratch_, &outcomes_);
+  const DescriptorOutcome& outcome = outcomes_.front();
+  if (!outcome.status.ok()) return Error("ERR " + std::string(outcome.status.message()), out);
+  if (!outcome.allowed()) RespFront::Counters::Bump(shared_.counters->throttled);
+  Decided(started, policies ? policies->DomainSlot(args[1]) : FrontCounters::kOtherDomain,
+          outcome.allowed(), outcome.shadow_denied);
+  protocol::AppendMapHeader(9, resp_version_, out);
+  // A descriptor without a limit, an unlimited one and a shadow denial pass.
+  AppendDecision(outcome.decision, outcome.allowed(), out);
+  AppendBulkString("kind", out);
+  AppendBulkString(KindName(outcome.kind), out);
+  AppendBulkString("rule", out);
+  if (outcome.rule == nullptr) {
+    protocol::AppendNull(resp_version_, out);
+  } else {
+    AppendBulkString(outcome.rule->name.empty() ? outcome.rule->full_key : outcome.rule->name, out);
+  }
+  AppendField("shadow_denied", outcome.shadow_denied ? 1 : 0, out);
+}
+
+void RespSession::AppendDecision(const Decision& decision, bool allowed, std::string* out) const {
+  AppendField("allowed", allowed ? 1 : 0, out);
+  AppendField("limit", static_cast<int64_t>(decision.limit), out);
+  AppendField("remaining", static_cast<int64_t>(decision.remaining), out);
+  AppendField("retry_after_ms", static_cast<int64_t>(decision.retry_after_ms), out);
+  AppendField("reset_after_ms", static_cast<int64_t>(decision.reset_after_ms), out);
+  AppendField("never_allowed", decision.never_allowed ? 1 : 0, out);
+}
+
+}  // namespace tally

@@ -1,0 +1,141 @@
+// The RESP front on a 3-node cluster, driven by hiredis (Debian's
+// libhiredis-dev), a client tally did not write: a counting limit checked
+// with TALLY.CHECK on every node is one limit for the whole cluster.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <hiredis/hiredis.h>
+
+#include "cluster/local_cluster.h"
+
+namespace tally {
+namespace {
+
+using cluster::LocalCluster;
+
+// One hiredis connection to a node's RESP port.
+class Connection {
+ public:
+  Connection(LocalCluster& cluster, size_t node) {
+    uint16_t port = 0;
+    const Status status = cluster.process(node).FrontPort("resp", 5'000, &port);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+    context_.reset(redisConnectWithTimeout("127.0.0.1", port, timeval{5, 0}));
+    REQUIRE(context_ != nullptr);
+    REQUIRE_MESSAGE(context_->err == 0, context_->errstr);
+    redisSetTimeout(context_.get(), timeval{5, 0});
+  }
+
+  // The name/value pairs of a TALLY.CHECK reply (RESP2).
+  std::map<std::string, long long> Check(const std::string& key, const char* algorithm,
+                                         long long limit, long long window_ms, long long cost) {
+    std::unique_ptr<redisReply, void (*)(void*)> reply(
+        static_cast<redisReply*>(redisCommand(context_.get(), "TALLY.CHECK %s %s %lld %lld %lld",
+                                              key.c_str(), algorithm, limit, window_ms, cost)),
+        freeReplyObject);
+    REQUIRE(reply != nullptr);
+    REQUIRE_MESSAGE(reply->type == REDIS_REPLY_ARRAY, (reply->str ? reply->str : ""));
+    std::map<std::string, long long> fields;
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+      fields[reply->element[i]->str] = reply->element[i + 1]->integer;
+    }
+    return fields;
+  }
+
+  // CL.THROTTLE's five integers.
+  std::vector<long long> Throttle(const std::string& key, long long burst, long long count,
+                                  long long period_s, long long quantity) {
+    std::unique_ptr<redisReply, void (*)(void*)> reply(
+        static_cast<redisReply*>(redisCommand(context_.get(), "CL.THROTTLE %s %lld %lld %lld %lld",
+                                              key.c_str(), burst, count, period_s, quantity)),
+        freeReplyObject);
+    REQUIRE(reply != nullptr);
+    REQUIRE(reply->type == REDIS_REPLY_ARRAY);
+    std::vector<long long> integers;
+    for (size_t i = 0; i < reply->elements; ++i) integers.push_back(reply->element[i]->integer);
+    return integers;
+  }
+
+ private:
+  std::unique_ptr<redisContext, void (*)(redisContext*)> context_{nullptr, redisFree};
+};
+
+std::unique_ptr<LocalCluster> StartCluster() {
+  LocalCluster::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.nodes = 3;
+  options.fronts = {"resp"};
+  std::unique_ptr<LocalCluster> cluster;
+  const Status status = LocalCluster::Start(options, &cluster);
+  REQUIRE_MESSAGE(status.ok(), status.ToString());
+  REQUIRE(cluster->WaitConnected(20'000).ok());
+  return cluster;
+}
+
+// Polls (every 20 ms, up to 10 s) until `done` holds.
+template <typename Done>
+bool WaitFor(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// 10 checks on each of 3 nodes fill a limit of 30 (an hour's sliding
+// counter); once gossip has spread the counts, every node denies the next.
+TEST_CASE("resp cluster: a TALLY.CHECK limit holds across three nodes") {
+  const std::unique_ptr<LocalCluster> cluster = StartCluster();
+  std::vector<std::unique_ptr<Connection>> nodes;
+  for (size_t node = 0; node < 3; ++node)
+    nodes.push_back(std::make_unique<Connection>(*cluster, node));
+  constexpr long long kLimit = 30, kWindowMs = 3'600'000;
+  for (int i = 0; i < 10; ++i) {
+    for (auto& node : nodes)
+      CHECK(node->Check("shared", "sliding_counter", kLimit, kWindowMs, 1)["allowed"] == 1);
+  }
+  for (auto& node : nodes) {  // a peek (cost 0) consumes nothing
+    CHECK(WaitFor([&] {
+      return node->Check("shared", "sliding_counter", kLimit, kWindowMs, 0)["remaining"] == 0;
+    }));
+  }
+  for (auto& node : nodes) {
+    const auto denied = node->Check("shared", "sliding_counter", kLimit, kWindowMs, 1);
+    CHECK(denied.at("allowed") == 0);
+    CHECK(denied.at("retry_after_ms") > 0);
+  }
+}
+
+// The same for redis-cell's command: a bucket of 10 (one token an hour) is
+// drawn from through all three nodes in turn, each draw seen by every node
+// (peeks, quantity 0, consume nothing) before the next; after 10, every node
+// limits the 11th and says to retry in about an hour.
+TEST_CASE("resp cluster: a CL.THROTTLE bucket holds across three nodes") {
+  const std::unique_ptr<LocalCluster> cluster = StartCluster();
+  std::vector<std::unique_ptr<Connection>> nodes;
+  for (size_t node = 0; node < 3; ++node)
+    nodes.push_back(std::make_unique<Connection>(*cluster, node));
+  for (long long drawn = 1; drawn <= 10; ++drawn) {
+    CAPTURE(drawn);
+    CHECK(nodes[static_cast<size_t>(drawn) % 3]->Throttle("bucket", 9, 1, 3600, 1)[0] == 0);
+    for (auto& node : nodes) {
+      CHECK(WaitFor([&] { return node->Throttle("bucket", 9, 1, 3600, 0)[2] == 10 - drawn; }));
+    }
+  }
+  for (auto& node : nodes) {
+    const std::vector<long long> limited = node->Throttle("bucket", 9, 1, 3600, 1);
+    CHECK(limited[0] == 1);
+    CHECK(limited[1] == 10);
+    CHECK(limited[3] > 3'500);
+    CHECK(limited[3] <= 3'600);
+  }
+}
+
+}  // namespace
+}  // namespace tally
