@@ -94,10 +94,11 @@ void MergeStamps(StampLog& log, std::span<const LogStamp> incoming, int64_t cuto
 }  // namespace
 
 void AdvanceTo(CounterEntry& entry, int64_t window_index) {
-  const int64_t windows_ahead = window_index - entry.window_index;
-  if (windows_ahead <= 0) return;
+  // Compared, not subtracted: a peer's window index may be anything.
+  if (window_index <= entry.window_index) return;
+  const bool next_window = window_index - 1 == entry.window_index;
   entry.window_index = window_index;
-  if (windows_ahead == 1) {
+  if (next_window) {
     entry.own_previous = entry.own_current;
     entry.own_current = 0;
     if (entry.remote) {

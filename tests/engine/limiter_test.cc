@@ -356,6 +356,11 @@ TEST_CASE("merge counts from replicas") {
   stale.window_index -= 5;
   REQUIRE(MergeCounts(f.limiter, "k", spec, stale).ok());
   CHECK(f.Check("k", spec, 0).remaining == 25);
+  // Even one at the far end of time (a fuzzer's find: the distance overflowed).
+  WindowCounts ancient = stale;
+  ancient.window_index = INT64_MIN + 214;
+  REQUIRE(MergeCounts(f.limiter, "k", spec, ancient).ok());
+  CHECK(f.Check("k", spec, 0).remaining == 25);
   stale.window_index += 10;
   CHECK(MergeCounts(f.limiter, "k", spec, stale).code() == Status::Code::kInvalidArgument);
   CHECK(ReadCounts(f.limiter, "nokey", spec, &read).code() == Status::Code::kNotFound);
