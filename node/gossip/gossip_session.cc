@@ -105,7 +105,6 @@ void PeerSession::Start() {
 }
 
 void PeerSession::Close() {
-  stream_.ShutdownTls();
   asio::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -139,6 +138,7 @@ asio::awaitable<void> PeerSession::Run() {
            "cluster secret: " +
            status.ToString());
   }
+  stream_.ShutdownTls();  // here no read or write is pending on the stream
   Close();
   if (counted_) Heard(/*sessions=*/-1, 0, false);
   sessions_->erase(shared_from_this());

@@ -63,7 +63,6 @@ void Connection::Stop() {
 
 void Connection::Close() {
   if (!socket_.is_open()) return;
-  stream_.ShutdownTls();
   asio::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -132,6 +131,7 @@ asio::awaitable<void> Connection::Serve() {
     }
     TrimMemory();
   }
+  stream_.ShutdownTls();  // here no read or write is pending on the stream
   Close();
 }
 

@@ -55,7 +55,9 @@ class NetStream {
   asio::awaitable<Status> Handshake(Side side);
 
   // Under TLS, sends close_notify when the handshake completed, without
-  // blocking (a full send buffer drops it). Then the caller closes the socket.
+  // blocking (a full send buffer drops it). Only while no read or write is
+  // pending on the stream; then the caller closes the socket. (A connection
+  // closed for a timeout or a refusal is closed without it.)
   void ShutdownTls();
 
   // Writes what fits now without blocking into a non-blocking socket, in
