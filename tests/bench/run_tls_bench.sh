@@ -21,7 +21,7 @@
 # connections, so handshakes are a few and the figure is the records' cost)
 # on CPU 1 asking GET /v1/policy; CPU of tallyd per request, plain and TLS.
 #
-# Environment: BUILD_DIR (build), DURATION_S (8), ROUNDS (2), KEYS (100000),
+# About 3 minutes. Environment: BUILD_DIR (build), DURATION_S (8), ROUNDS (2), KEYS (100000),
 # CONNECTIONS (32).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -91,7 +91,7 @@ run_cluster() {
   local mode=$1 out=$2 i pids=() ports=() gossip_ports=() seed=() dir
   # shellcheck disable=SC2046  # mode_args' words are flags
   for i in 0 1 2; do
-    dir=$work_dir/$mode-$i
+    dir=${out%.json}-node$i  # fresh each run: no port file of an earlier run
     mkdir -p "$dir"
     bench_start_tallyd "$dir/log" "$dir/port" 20 --threads 1 --memory-only \
       --cluster-secret-file "$work_dir/secret" --gossip-port 0 --gossip-port-file "$dir/gport" \
@@ -134,7 +134,7 @@ run_cluster() {
 
 # run_http MODE OUT: wrk against one tallyd's HTTP front, plain or TLS.
 run_http() {
-  local mode=$1 out=$2 dir=$work_dir/http-$1 scheme=http tls=()
+  local mode=$1 out=$2 dir=${2%.json} scheme=http tls=()
   mkdir -p "$dir/policies"
   cat >"$dir/policies/bench.yaml" <<POLICY
 domain: bench
@@ -149,6 +149,7 @@ POLICY
   bench_start_tallyd "$dir/log" "$dir/port" 20 --threads 1 --memory-only \
     --policy-dir "$dir/policies" --http-port 0 --http-port-file "$dir/hport" "${tls[@]}"
   local pid=$tallyd_pid port cpu0 cpu1 text requests
+  bench_wait_for_file "$dir/hport" "$pid" 10 || { echo "no HTTP port" >&2; exit 1; }
   port=$(cat "$dir/hport")
   cpu0=$(bench_cpu_ms "$pid")
   text=$(KEYS=$keys "${client_cpu[@]}" wrk -t1 -c"$connections" -d"${duration_s}s" \
