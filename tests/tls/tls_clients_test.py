@@ -3,11 +3,12 @@
 not write: curl (HTTP front, admin port), Python's redis with ssl=True and
 redis-cli --tls (RESP front), `openssl s_client` (tally's protocol port and
 the gRPC port's handshake); client certificates required, refused without one
-or with one from another CA; a plaintext client on a TLS port, a TLS client
+or with one from another CA; Envoy's ShouldRateLimit over TLS by Python's
+grpcio (gRPC's own credentials), a client certificate required there too; a plaintext client on a TLS port, a TLS client
 on a plaintext port, a handshake that never completes; and the start-up
 refusals of options that do not fit together.
 
-Usage: tls_clients_test.py TALLYD MAKE_CERTS
+Usage: tls_clients_test.py TALLYD MAKE_CERTS PROTO_DIR
 
 Certificates are made at run time with the openssl CLI (MAKE_CERTS, i.e.
 tests/tls/make_certs.sh) in a temporary directory removed at the end. Every
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 
+import grpc
 import redis
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
@@ -90,8 +92,16 @@ def refusal(tallyd, *args):
 
 
 def main():
-    tallyd, make_certs = sys.argv[1], sys.argv[2]
+    tallyd, make_certs, proto_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     root = tempfile.mkdtemp(prefix="tally-tls-")
+    generated = os.path.join(root, "generated")
+    os.makedirs(generated)
+    protos = ["envoy/type/v3/ratelimit_unit.proto", "envoy/config/core/v3/base.proto",
+              "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+              "envoy/service/ratelimit/v3/rls.proto"]
+    subprocess.run(["protoc", "-I", proto_dir, "--python_out", generated] + protos, check=True)
+    sys.path.insert(0, generated)
+    from envoy.service.ratelimit.v3 import rls_pb2  # noqa: E402 (generated above)
     certs = os.path.join(root, "certs")
     subprocess.run(["sh", make_certs, certs], check=True, timeout=60)
     cert = lambda name: os.path.join(certs, name)  # noqa: E731
@@ -144,6 +154,33 @@ def main():
             out = s_client(port, "-CAfile", cert("ca.pem"), *extra)
             assert "Verify return code: 0 (ok)" in out, out
             assert "TLSv1.3" in out, out
+
+    # Envoy's ShouldRateLimit over TLS from Python's grpcio trusting the test CA;
+    # where client certificates are required, refused without one, answered with one.
+    def case_grpc_over_tls():
+        def call(node, certificate=None):
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=open(cert("ca.pem"), "rb").read(),
+                private_key=open(cert(certificate + ".key"), "rb").read() if certificate else None,
+                certificate_chain=open(cert(certificate + ".pem"), "rb").read()
+                if certificate else None)
+            with grpc.secure_channel(f"127.0.0.1:{node.ports['grpc']}", credentials,
+                                     options=[("grpc.ssl_target_name_override", "localhost")]
+                                     ) as channel:
+                should = channel.unary_unary(
+                    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+                    request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                    response_deserializer=rls_pb2.RateLimitResponse.FromString)
+                message = rls_pb2.RateLimitRequest(domain="edge")
+                message.descriptors.add().entries.add(key="k", value="v")
+                try:
+                    return should(message, timeout=5).overall_code
+                except grpc.RpcError as error:
+                    return error.code()
+        ok = rls_pb2.RateLimitResponse.OK
+        assert call(tls) == ok
+        assert call(mutual) == grpc.StatusCode.UNAVAILABLE
+        assert call(mutual, "client") == ok
 
     # A plaintext client on a TLS port: closed, and the log says why.
     def case_plaintext_client_on_tls_port():
@@ -212,6 +249,7 @@ def main():
 
     cases = [case_curl_checks_over_https, case_admin_port_over_https,
              case_redis_clients_over_tls, case_s_client_on_protocol_and_grpc_ports,
+             case_grpc_over_tls,
              case_plaintext_client_on_tls_port, case_stalled_handshake_is_closed,
              case_client_certificate_required, case_tls_client_on_plaintext_port,
              case_start_refusals]
