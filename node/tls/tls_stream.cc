@@ -18,7 +18,12 @@ asio::awaitable<Status> NetStream::Handshake(Side side) {
   co_await ssl_->async_handshake(
       side == Side::kServer ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
       asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return Status::Unavailable("TLS handshake failed: " + Describe(ec));
+  if (ec) {
+    const bool ended = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
+                       ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
+    const std::string why = "TLS handshake failed: " + Describe(ec);
+    co_return ended ? Status::IOError(why) : Status::Unavailable(why);
+  }
   handshake_done_ = true;
   co_return Status::OK();
 }

@@ -49,7 +49,9 @@ class NetStream {
   // On a connected socket: starts a fresh TLS session (so a redialled link
   // reuses the stream) and completes its handshake. Plain text: OK at once.
   // A failure is Unavailable with a reason for the log (a peer's certificate
-  // that does not chain to the CA, a plaintext client, another PSK...).
+  // that does not chain to the CA, a plaintext client, another PSK...), or
+  // IOError when the connection ended under it (closed by the other end, or
+  // by the caller's deadline), as a read that fails is.
   // It takes as long as the other end does: the caller bounds it with its
   // own deadline, closing the socket.
   asio::awaitable<Status> Handshake(Side side);

@@ -15,6 +15,7 @@
 #include "cluster/local_cluster.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
+#include "tests/support/raw_connection.h"
 #include "tests/support/temp_dir.h"
 
 namespace tally {
@@ -25,6 +26,7 @@ using cluster::NodeProcess;
 using protocol::StatsReply;
 using testing::MustCheck;
 using testing::PollUntil;
+using testing::RawConnection;
 using testing::TempDir;
 
 constexpr uint64_t kDayMs = 86'400'000;
@@ -47,16 +49,15 @@ uint64_t Remaining(const LocalCluster& cluster, size_t node, const std::string& 
   return MustCheck(*client, {key, spec, 0}).remaining;
 }
 
-// 50 checks at node 0 show at nodes 1 and 2: one view of one limit.
-void ExpectConvergence(const LocalCluster& cluster) {
+// 50 checks of `key` at node 0 show at nodes 1 and 2: one view of one limit.
+void ExpectConvergence(const LocalCluster& cluster, const std::string& key) {
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
   std::unique_ptr<protocol::Client> client;
   REQUIRE(cluster.Connect(0, &client).ok());
-  for (int i = 0; i < 50; ++i) CHECK(MustCheck(*client, {"tls-burst", spec, 1}).allowed);
+  for (int i = 0; i < 50; ++i) CHECK(MustCheck(*client, {key, spec, 1}).allowed);
   CHECK(PollUntil(
       [&] {
-        return Remaining(cluster, 1, "tls-burst", spec) == 950 &&
-               Remaining(cluster, 2, "tls-burst", spec) == 950;
+        return Remaining(cluster, 1, key, spec) == 950 && Remaining(cluster, 2, key, spec) == 950;
       },
       5'000));
   StatsReply stats;
@@ -95,19 +96,25 @@ void ExpectRefused(LocalCluster& cluster, size_t seed, std::vector<std::string> 
 
 // PSK mode: three nodes converge; a node with another cluster secret fails
 // the handshake (the PSK differs), and a plaintext node is told it does not
-// speak TLS.
+// speak TLS; a connection that never starts its handshake is closed after
+// the gossip idle timeout (5 s) while the cluster goes on.
 TEST_CASE(
     "tls cluster: three nodes over TLS-PSK converge, other secrets and plain text are refused") {
   auto cluster = StartCluster({"--gossip-tls", "psk"});
   CHECK(cluster->process(0).Log().find("gossip over TLS 1.3 with a pre-shared key") !=
         std::string::npos);
-  ExpectConvergence(*cluster);
+  RawConnection silent(cluster->process(0).gossip_port());
+  REQUIRE(silent.connected());
+  ExpectConvergence(*cluster, "burst");
   TempDir dir;
   std::ofstream(dir.Path("wrong")) << "another cluster's secret\n";
   ExpectRefused(*cluster, 1, {"--cluster-secret-file", dir.Path("wrong"), "--gossip-tls", "psk"},
                 "psk-intruder", "pre-shared key differs");
   ExpectRefused(*cluster, 2, {"--cluster-secret-file", cluster->secret_path()}, "plain-intruder",
                 "does not speak TLS");
+  CHECK(silent.ClosedByPeer(8'000));
+  CHECK(cluster->process(0).Log().find("silent for") != std::string::npos);
+  ExpectConvergence(*cluster, "after-silence");
 }
 
 // Certificate mode: three nodes with certificates from one CA converge; a
@@ -118,7 +125,7 @@ TEST_CASE("tls cluster: three nodes over mutual TLS converge, another CA certifi
   auto cluster = StartCluster({"--gossip-tls", "cert", "--tls-cert-file", dir.Path("c/node.pem"),
                                "--tls-key-file", dir.Path("c/node.key"), "--tls-ca-file",
                                dir.Path("c/ca.pem")});
-  ExpectConvergence(*cluster);
+  ExpectConvergence(*cluster, "burst");
   ExpectRefused(*cluster, 1,
                 {"--cluster-secret-file", cluster->secret_path(), "--gossip-tls", "cert",
                  "--tls-cert-file", dir.Path("c/rogue.pem"), "--tls-key-file",
