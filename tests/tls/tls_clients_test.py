@@ -28,6 +28,7 @@ import redis
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import cases as cases_lib  # noqa: E402
+import rls_protos  # noqa: E402
 
 FRAME_TIMEOUT_MS = 500
 CHECK = "/v1/check?key={}&limit=5&window_ms=3600000"
@@ -94,14 +95,7 @@ def refusal(tallyd, *args):
 def main():
     tallyd, make_certs, proto_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     root = tempfile.mkdtemp(prefix="tally-tls-")
-    generated = os.path.join(root, "generated")
-    os.makedirs(generated)
-    protos = ["envoy/type/v3/ratelimit_unit.proto", "envoy/config/core/v3/base.proto",
-              "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
-              "envoy/service/ratelimit/v3/rls.proto"]
-    subprocess.run(["protoc", "-I", proto_dir, "--python_out", generated] + protos, check=True)
-    sys.path.insert(0, generated)
-    from envoy.service.ratelimit.v3 import rls_pb2  # noqa: E402 (generated above)
+    rls_pb2 = rls_protos.generate(proto_dir, root)
     certs = os.path.join(root, "certs")
     subprocess.run(["sh", make_certs, certs], check=True, timeout=60)
     cert = lambda name: os.path.join(certs, name)  # noqa: E731
