@@ -22,6 +22,7 @@
 #include "node/bin/log_format.h"
 #include "node/bin/startup_progress.h"
 #include "node/bin/tallyd_options.h"
+#include "node/bin/tls_options.h"
 #include "node/common/clock.h"
 #include "node/common/readiness.h"
 #include "node/common/version.h"
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
   tally::bin::AddConfigOption(&app);
   tally::bin::FrontOptions front_options;
   tally::bin::AddFrontOptions(&app, &front_options);
+  tally::bin::TlsOptions tls_options;
+  tally::bin::AddTlsOptions(&app, &tls_options);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
       ->check(tally::bin::InRange(0, 65'535))
@@ -246,6 +249,22 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  tally::bin::TlsContexts tls;  // outlives the server and gossip that use them
+  if (tally::Status status =
+          tally::bin::MakeTlsContexts(tls_options, clustered, gossip_options.cluster_secret, &tls);
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  if (tally::Status status = tally::bin::MakeGrpcTls(tls_options, &front_options.grpc.tls);
+      !status.ok()) {
+    spdlog::error("not starting: {}", status.ToString());
+    return 1;
+  }
+  server.tls = tls.client.get();
+  gossip_options.tls = tls.gossip.get();
+  if (tls.gossip) spdlog::info("gossip over {}", tls.gossip->description());
+  if (tls.client) spdlog::info("client ports over {}", tls.client->description());
   std::unique_ptr<tally::bin::Fronts> fronts;
   if (tally::Status status = tally::bin::Fronts::LoadPolicies(front_options, &fronts);
       !status.ok()) {

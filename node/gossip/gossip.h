@@ -44,6 +44,14 @@
 // the idle timeout, which runs from the last complete message, not the
 // last byte.
 //
+// TLS (Options::tls, node/tls/tls_context.h): every link and session runs
+// TLS 1.3 under the connection, with a PSK derived from the cluster secret
+// or with mutual certificates; the handshake comes before the hellos and is
+// bounded by connect_timeout_ms (links) and idle_timeout_ms (sessions). A
+// session whose handshake fails is refused like any other (logged with the
+// reason: another PSK, a certificate not from the CA, a plaintext peer).
+// The hellos and seals stay as they are under TLS (ARCHITECTURE.md says why).
+//
 // Sessions: peers dial this node's gossip port; their state is max-merged
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
 // reordered messages change nothing). A session that sends anything but a
@@ -78,6 +86,8 @@
 
 namespace tally {
 
+class TlsContext;
+
 class Gossip {
  public:
   struct Options {
@@ -86,6 +96,9 @@ class Gossip {
     std::vector<std::string> seeds;  // host:port of peers' gossip ports; may list this node
     std::string advertise_address;   // host:port peers dial; empty: listen_address:port()
     std::string cluster_secret;      // shared by the members; protocol::kMinSecretBytes or more
+    // TLS on every link and session (TlsContext::ForGossipPsk or
+    // ForGossipCerts); null: plain text. Not owned; must outlive the Gossip.
+    const TlsContext* tls = nullptr;
     int64_t interval_ms = 50;
     int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
     int64_t suspect_after_ms = 1'000;      // without a newer heartbeat

@@ -25,7 +25,8 @@ Frame FrameOf(void (*encode)(std::string*)) {
 PeerLink::PeerLink(GossipShared& shared, asio::io_context& io, std::string address)
     : shared_(shared),
       address_(std::move(address)),
-      socket_(io),
+      stream_(io, shared_.options.tls),
+      socket_(stream_.socket()),
       backoff_timer_(io),
       in_(&shared_.buffer_budget, shared_.options.clock) {}
 
@@ -52,7 +53,7 @@ asio::awaitable<void> PeerLink::Run() {
       std::array<char, 512> ignored;
       asio::error_code ec;
       while (!ec) {
-        co_await socket_.async_read_some(asio::buffer(ignored),
+        co_await stream_.async_read_some(asio::buffer(ignored),
                                          asio::redirect_error(asio::use_awaitable, ec));
       }
       Reset(ec == asio::error::eof ? "closed by the peer" : ec.message());
@@ -99,17 +100,20 @@ asio::awaitable<Status> PeerLink::Connect() {
   co_await asio::async_connect(socket_, others, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot connect: " + ec.message());
   socket_.set_option(tcp::no_delay(true), ec);
+  if (Status status = co_await stream_.Handshake(NetStream::Side::kClient); !status.ok()) {
+    co_return status;
+  }
   std::string hello;
   const std::string nonce = protocol::RandomNonce();
   protocol::EncodeHello(shared_.limiter->node_id(), nonce, &hello);
-  co_await asio::async_write(socket_, asio::buffer(hello),
+  co_await asio::async_write(stream_, asio::buffer(hello),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot send hello: " + ec.message());
   // The peer's hello, sealed with seq 0: it proves the peer holds the secret.
   protocol::PeerMessage reply;
   size_t sizes[2] = {0, 0};
   in_.Clear();
-  if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, HandshakeFrameLimits(), shared_);
+  if (Status status = co_await ReadFrames(stream_, &in_, 2, sizes, HandshakeFrameLimits(), shared_);
       !status.ok()) {
     co_return Status::Unavailable("no sealed hello in reply: " + status.ToString());
   }
@@ -214,7 +218,7 @@ void PeerLink::WriteNext() {
   writing_ = true;
   write_started_ms_ = shared_.NowMs();
   const Frame frame = queue_.front();
-  asio::async_write(socket_, asio::buffer(*frame),
+  asio::async_write(stream_, asio::buffer(*frame),
                     [this, self = shared_from_this(), frame, generation = generation_](
                         asio::error_code ec, size_t written) {
                       if (generation != generation_) return;  // a connection since closed

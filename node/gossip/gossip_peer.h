@@ -26,6 +26,7 @@
 #include "node/gossip/membership.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
+#include "node/tls/tls_stream.h"
 #include "protocol/messages.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
@@ -88,12 +89,12 @@ struct GossipShared {
   }
 };
 
-// Reads from the socket into *buffer until `count` (1 or 2) whole frames
+// Reads from the stream into *buffer until `count` (1 or 2) whole frames
 // within `limits` are there, their sizes into sizes[]. IOError when the
 // connection ends or fails; Corruption for bytes that are no frame or a
 // frame over the limits; ResourceExhausted when the buffer would grow past
 // what shared.buffer_budget has left.
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer, size_t count,
+asio::awaitable<Status> ReadFrames(NetStream& stream, ReceiveBuffer* buffer, size_t count,
                                    size_t sizes[2], const protocol::FrameLimits& limits,
                                    GossipShared& shared);
 
@@ -143,7 +144,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
 
   GossipShared& shared_;
   const std::string address_;
-  tcp::socket socket_;
+  NetStream stream_;     // plain or TLS by shared_.options.tls
+  tcp::socket& socket_;  // stream_'s
   asio::steady_timer backoff_timer_;
   ReceiveBuffer in_;
   bool stopping_ = false;
@@ -197,7 +199,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   void Heard(int sessions, uint64_t merged, bool synced);
 
   GossipShared& shared_;
-  tcp::socket socket_;
+  NetStream stream_;     // plain or TLS by shared_.options.tls
+  tcp::socket& socket_;  // stream_'s
   std::set<std::shared_ptr<PeerSession>>* const sessions_;
   const asio::ip::address address_;
   const std::string peer_;

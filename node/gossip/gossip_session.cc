@@ -26,7 +26,7 @@ protocol::FrameLimits HandshakeFrameLimits() {
   return limits;
 }
 
-asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer, size_t count,
+asio::awaitable<Status> ReadFrames(NetStream& stream, ReceiveBuffer* buffer, size_t count,
                                    size_t sizes[2], const protocol::FrameLimits& limits,
                                    GossipShared& shared) {
   for (;;) {
@@ -51,7 +51,7 @@ asio::awaitable<Status> ReadFrames(tcp::socket& socket, ReceiveBuffer* buffer, s
       co_return status;
     }
     asio::error_code ec;
-    const size_t read = co_await socket.async_read_some(
+    const size_t read = co_await stream.async_read_some(
         asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return Status::IOError(ec == asio::error::eof ? "closed by the peer" : ec.message());
     buffer->Commit(read);
@@ -88,7 +88,8 @@ Status CheckSeal(const ReceiveBuffer& buffer, const size_t sizes[2], const proto
 PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
                          std::set<std::shared_ptr<PeerSession>>* sessions, uint64_t sequence)
     : shared_(shared),
-      socket_(std::move(socket)),
+      stream_(std::move(socket), shared.options.tls),
+      socket_(stream_.socket()),
       sessions_(sessions),
       address_(RemoteAddress(socket_)),
       peer_(PeerName(socket_)),
@@ -137,6 +138,7 @@ asio::awaitable<void> PeerSession::Run() {
            "cluster secret: " +
            status.ToString());
   }
+  stream_.ShutdownTls();  // here no read or write is pending on the stream
   Close();
   if (counted_) Heard(/*sessions=*/-1, 0, false);
   sessions_->erase(shared_from_this());
@@ -145,8 +147,15 @@ asio::awaitable<void> PeerSession::Run() {
 asio::awaitable<Status> PeerSession::Serve() {
   protocol::PeerMessage message;
   size_t sizes[2] = {0, 0};
-  if (Status status = co_await ReadFrames(socket_, &in_, 1, sizes, HandshakeFrameLimits(), shared_);
+  if (Status status = co_await stream_.Handshake(NetStream::Side::kServer); !status.ok()) {
+    co_return status;
+  }
+  if (Status status = co_await ReadFrames(stream_, &in_, 1, sizes, HandshakeFrameLimits(), shared_);
       !status.ok()) {
+    if (!stream_.tls() && LooksLikeTlsHandshake(in_.readable())) {
+      co_return Status::InvalidArgument(
+          "a TLS handshake on a plaintext gossip port (this node runs without --gossip-tls)");
+    }
     co_return status;
   }
   if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
@@ -167,7 +176,7 @@ asio::awaitable<Status> PeerSession::Serve() {
   protocol::EncodeHello(shared_.limiter->node_id(), nonce, &reply);
   protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
   asio::error_code ec;
-  co_await asio::async_write(socket_, asio::buffer(reply),
+  co_await asio::async_write(stream_, asio::buffer(reply),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::IOError(ec.message());
   GossipShared::Add(shared_.bytes_sent, reply.size());
@@ -175,7 +184,7 @@ asio::awaitable<Status> PeerSession::Serve() {
   for (;;) {
     // Until a seal checks out, only small frames: an outsider gets no large buffer.
     const protocol::FrameLimits limits = counted_ ? PeerFrameLimits() : HandshakeFrameLimits();
-    if (Status status = co_await ReadFrames(socket_, &in_, 2, sizes, limits, shared_);
+    if (Status status = co_await ReadFrames(stream_, &in_, 2, sizes, limits, shared_);
         !status.ok()) {
       co_return status;
     }

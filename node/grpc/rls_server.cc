@@ -61,9 +61,15 @@ Status RlsServer::Start() {
   const std::string address = options.address.find(':') != std::string::npos
                                   ? "[" + options.address + "]"
                                   : options.address;
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls.cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl(options.tls.client_certificates);
+    ssl.pem_root_certs = options.tls.ca_pem;
+    ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address + ":" + std::to_string(options.port),
-                           grpc::InsecureServerCredentials(), &impl_->port);
+  builder.AddListeningPort(address + ":" + std::to_string(options.port), credentials, &impl_->port);
   builder.RegisterService(&impl_->service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);

@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include <grpc/grpc_security_constants.h>
+
 #include "node/common/front_counters.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
@@ -37,6 +39,16 @@ class RlsServer {
     size_t max_descriptors = 256;  // per request
     size_t max_entries = 32;       // per descriptor
     bool response_headers = false;
+    // TLS with gRPC's own credentials: PEM text of the certificate chain and
+    // key (empty: plain text), of the CA that client certificates must chain
+    // to, and whether they are asked for.
+    struct Tls {
+      std::string cert_pem;
+      std::string key_pem;
+      std::string ca_pem;
+      grpc_ssl_client_certificate_request_type client_certificates =
+          GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+    } tls;
   };
 
   struct Stats {

@@ -29,10 +29,13 @@ void LogFailure(std::exception_ptr failure, const char* what) {
 
 Connection::Connection(tcp::socket socket, Worker& worker, const Server::Options& options,
                        const Clock* clock, BufferBudget* budget, Port& port)
-    : socket_(std::move(socket)),
+    : stream_(std::move(socket), options.tls),
+      socket_(stream_.socket()),
       timer_(worker.io),
       clock_(clock),
-      deadline_ms_(clock->MonotonicMs() + options.idle_timeout_ms),
+      deadline_ms_(clock->MonotonicMs() +
+                   (stream_.tls() ? options.frame_timeout_ms : options.idle_timeout_ms)),
+      waiting_(stream_.tls() ? Waiting::kHandshake : Waiting::kRequest),
       worker_(worker),
       options_(options),
       port_(port),
@@ -69,9 +72,19 @@ void Connection::Close() {
   if (worker_.stopping && worker_.connections.empty()) worker_.drain_timer.cancel();
 }
 
+asio::awaitable<bool> Connection::Handshake() {
+  const Status status = co_await stream_.Handshake(NetStream::Side::kServer);
+  if (!status.ok() && socket_.is_open()) {  // else the watchdog has said why
+    worker_.log.Warn("closing connection from " + peer_ + " on " + port_.name + ": " +
+                     std::string(status.message()));
+  }
+  co_return status.ok();
+}
+
 asio::awaitable<void> Connection::Serve() {
   size_t bytes_wanted = kMinReadBytes;
-  bool keep_open = true;
+  bool keep_open = !stream_.tls() || co_await Handshake();
+  bool first_bytes = true;
   while (keep_open && !stop_requested_) {
     std::span<std::byte> room;
     const Status room_status =
@@ -80,11 +93,17 @@ asio::awaitable<void> Connection::Serve() {
     if (room_status.ok()) {
       AwaitBytes();
       reading_ = true;
-      const size_t received = co_await socket_.async_read_some(
+      const size_t received = co_await stream_.async_read_some(
           asio::buffer(room.data(), room.size()), asio::redirect_error(asio::use_awaitable, ec));
       reading_ = false;
       if (ec) break;  // end of stream, reset, or cancelled by Stop or the watchdog
       in_.Commit(received);
+      if (first_bytes && !stream_.tls() && LooksLikeTlsHandshake(in_.readable())) {
+        worker_.log.Warn("closing connection from " + peer_ + " on " + port_.name +
+                         ": a TLS handshake on a plaintext port (TLS is off on the client ports)");
+        break;
+      }
+      first_bytes = false;
       const StreamProgress progress = session_->Answer(in_.readable(), &out_);
       if (progress.consumed_bytes > 0) in_.Consume(progress.consumed_bytes);
       bytes_wanted = progress.wanted_bytes;
@@ -99,14 +118,11 @@ asio::awaitable<void> Connection::Serve() {
       // Most answers fit in the socket's send buffer and go out at once; only
       // the rest of one that does not waits, under the write deadline (arming
       // it for every answer would wake the watchdog on every request).
-      size_t written = socket_.write_some(asio::buffer(out_), ec);  // the socket does not block
-      if (ec == asio::error::would_block) {
-        written = 0;
-        ec.clear();
-      }
+      // The socket does not block; under TLS everything is written asynchronously.
+      const size_t written = stream_.TryWrite(asio::buffer(out_), ec);
       if (!ec && written < out_.size()) {
         SetDeadline(clock_->MonotonicMs() + options_.write_timeout_ms, Waiting::kWrite);
-        co_await asio::async_write(socket_,
+        co_await asio::async_write(stream_,
                                    asio::buffer(out_.data() + written, out_.size() - written),
                                    asio::redirect_error(asio::use_awaitable, ec));
       }
@@ -115,6 +131,7 @@ asio::awaitable<void> Connection::Serve() {
     }
     TrimMemory();
   }
+  stream_.ShutdownTls();  // here no read or write is pending on the stream
   Close();
 }
 
@@ -142,6 +159,11 @@ asio::awaitable<void> Connection::Watchdog() {
     co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (!socket_.is_open() || clock_->MonotonicMs() < deadline_ms_) continue;
     switch (waiting_) {
+      case Waiting::kHandshake:
+        worker_.log.Warn("closing connection from " + peer_ + " on " + port_.name +
+                         ": TLS handshake not complete " +
+                         std::to_string(options_.frame_timeout_ms) + " ms after the connection");
+        break;
       case Waiting::kRequest:
         spdlog::debug("closing connection from {}: idle for {} ms", peer_,
                       options_.idle_timeout_ms);

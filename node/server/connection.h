@@ -27,6 +27,7 @@
 #include "node/net/receive_buffer.h"
 #include "node/net/stream_front.h"
 #include "node/server/server.h"
+#include "node/tls/tls_stream.h"
 
 namespace tally {
 
@@ -70,7 +71,8 @@ struct Worker {
 // One client connection; every member is owned by its worker's thread.
 // Shared ownership: its coroutines keep it alive until both have ended.
 //
-// Deadlines: waiting for a request, idle_timeout_ms after the last bytes;
+// Deadlines: under TLS, the handshake within frame_timeout_ms of the
+// accept; waiting for a request, idle_timeout_ms after the last bytes;
 // with part of a request received, also frame_timeout_ms after that
 // request's first byte; writing, write_timeout_ms. Its receive buffer's
 // growth is charged to the server's BufferBudget: a request that needs more
@@ -92,9 +94,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   // What the deadline is for.
-  enum class Waiting { kRequest, kFrame, kWrite };
+  enum class Waiting { kHandshake, kRequest, kFrame, kWrite };
 
   asio::awaitable<void> Serve();
+  // Under TLS: the handshake, under its deadline; false (logged) when it fails.
+  asio::awaitable<bool> Handshake();
   // The deadline for the next read: idle or, within a request, whole-request.
   void AwaitBytes();
   // Moves the deadline; an earlier one wakes the watchdog to rearm.
@@ -105,7 +109,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // scratch): an idle connection keeps only what small ones need.
   void TrimMemory();
 
-  tcp::socket socket_;
+  NetStream stream_;
+  tcp::socket& socket_;  // stream_'s
   asio::steady_timer timer_;
   const Clock* const clock_;
   int64_t deadline_ms_;  // clock_->MonotonicMs() at which the watchdog closes the connection

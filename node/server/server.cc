@@ -61,8 +61,10 @@ struct Server::Impl {
     if (port.connections_open.load(std::memory_order_relaxed) >= options.max_connections) {
       workers[0].log.Warn("refusing connection from " + PeerName(socket) + " on " + port.name +
                           ": " + std::to_string(options.max_connections) + " connections open");
-      asio::error_code ignored;
-      asio::write(socket, asio::buffer(port.front->TooManyConnections()), ignored);
+      asio::error_code ignored;  // under TLS the refusal would be garbage: only the close
+      if (options.tls == nullptr) {
+        asio::write(socket, asio::buffer(port.front->TooManyConnections()), ignored);
+      }
       return;  // the socket closes as it goes out of scope
     }
     asio::post(worker.io, [this, &worker, &port, socket = std::move(socket)]() mutable {

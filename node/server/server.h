@@ -27,6 +27,13 @@
 // provoke (refused connections, bad requests, timeouts) are logged at most
 // once a second per worker, with a count of those left out.
 //
+// TLS (Options::tls): every port speaks TLS only, its handshake bounded by
+// frame_timeout_ms; a handshake that fails (a plaintext client, a client
+// certificate refused) is logged with its reason, rate-limited like the
+// rest, and the connection closed. Without it, a connection whose first
+// bytes are a TLS handshake is told nothing and closed, with a log line.
+// The fronts' sessions see the same bytes either way.
+//
 // Shutdown (Shutdown(), SIGTERM, SIGINT): stop accepting; requests already
 // received are answered; idle connections are closed; after drain_timeout_ms
 // whatever is left is closed. Run() then returns. SIGHUP never stops the
@@ -48,6 +55,8 @@
 #include "protocol/messages.h"
 
 namespace tally {
+
+class TlsContext;
 
 class Server {
  public:
@@ -74,6 +83,9 @@ class Server {
     // Called on worker 0 when a shutdown begins, before the drain (to stop
     // reporting ready). May be empty.
     std::function<void()> on_shutdown;
+    // TLS on every port (node/tls/tls_context.h, ForClientPorts); null:
+    // plain text. Not owned; must outlive the Server.
+    const TlsContext* tls = nullptr;
     // Fills the stats the server does not own (persistence); may be empty.
     // Called on a worker thread for each stats request.
     std::function<void(protocol::StatsReply*)> add_stats;

@@ -22,6 +22,7 @@ import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import cases as cases_lib  # noqa: E402
+import rls_protos  # noqa: E402
 
 POLICY = """
 domain: edge
@@ -85,14 +86,7 @@ class Node(cases_lib.Process):
 def main():
     tallyd, proto_dir = sys.argv[1], sys.argv[2]
     root = tempfile.mkdtemp(prefix="tally-rls-py-")
-    generated = os.path.join(root, "generated")
-    os.makedirs(generated)
-    protos = ["envoy/type/v3/ratelimit_unit.proto", "envoy/config/core/v3/base.proto",
-              "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
-              "envoy/service/ratelimit/v3/rls.proto"]
-    subprocess.run(["protoc", "-I", proto_dir, "--python_out", generated] + protos, check=True)
-    sys.path.insert(0, generated)
-    from envoy.service.ratelimit.v3 import rls_pb2  # noqa: E402 (generated above)
+    rls_pb2 = rls_protos.generate(proto_dir, root)
 
     node = None
     passed, failed = 0, 0
