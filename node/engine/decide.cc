@@ -89,20 +89,23 @@ Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t 
   return decision;
 }
 
-Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, uint64_t heard_debt,
+Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices* state, uint64_t heard_debt,
                            int64_t now_ms, uint64_t cost) {
   Decision decision;
   const uint64_t full = spec.limit * spec.window_ms;
-  const uint64_t debt = std::min(heard_debt, BucketDebt(state, spec.limit, spec.window_ms, now_ms));
+  const uint64_t debt =
+      state ? std::min(heard_debt, BucketDebt(*state, spec.limit, spec.window_ms, now_ms))
+            : heard_debt;
   const uint64_t level = debt >= full ? 0 : full - debt;
   // Either debt falling to target (with `extra` tokens admitted now) is
   // enough, so the wait is the sooner of the two; each is exact.
   const auto wait_ms = [&](uint64_t extra, uint64_t target) {
-    const u128 heard = static_cast<u128>(heard_debt) + static_cast<u128>(extra) * spec.window_ms;
     if (spec.limit == 0) return uint64_t{0};  // nothing ever passes: no wait helps
+    const u128 heard = static_cast<u128>(heard_debt) + static_cast<u128>(extra) * spec.window_ms;
     const u128 heard_wait = heard <= target ? 0 : (heard - target + spec.limit - 1) / spec.limit;
-    return std::min(static_cast<uint64_t>(std::min<u128>(heard_wait, UINT64_MAX)),
-                    BucketWaitMs(state, spec.limit, spec.window_ms, now_ms, extra, target));
+    const auto wait = static_cast<uint64_t>(std::min<u128>(heard_wait, UINT64_MAX));
+    if (!state) return wait;
+    return std::min(wait, BucketWaitMs(*state, spec.limit, spec.window_ms, now_ms, extra, target));
   };
   if (Settle(spec, level / spec.window_ms, cost, &decision)) {
     decision.retry_after_ms = wait_ms(0, full - Probe(cost) * spec.window_ms);

@@ -35,7 +35,9 @@ Decision DecideSlidingCounter(const LimitSpec& spec, uint64_t current, uint64_t 
 // capacity spec.limit refilled per window_ms. The debt is the smaller of the
 // two. A request passes iff debt + cost * window_ms <= limit * window_ms;
 // retry_after_ms and reset_after_ms are the exact waits of the debt's fall.
-Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices& state, uint64_t heard_debt,
+// `state` may be null where heard_debt is known to be the smaller (a lone
+// node's, node/engine/key_state.h): the decision is then a classic bucket's.
+Decision DecideTokenBucket(const LimitSpec& spec, const BucketSlices* state, uint64_t heard_debt,
                            int64_t now_ms, uint64_t cost);
 
 // Sliding-window log: the entries still in the trailing window (now_ms -

@@ -245,8 +245,13 @@ uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms) 
 
 void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,
                    int64_t now_ms) {
-  const uint64_t debt = std::min(HeardDebt(entry, spec.limit, now_ms),
-                                 BucketDebt(entry.state, spec.limit, spec.window_ms, now_ms));
+  const uint64_t heard = HeardDebt(entry, spec.limit, now_ms);
+  // A heard debt of 0 is exact too: every known cost has refilled by now.
+  entry.heard_exact = HeardIsLeast(entry, heard);
+  const uint64_t debt =
+      entry.heard_exact
+          ? heard
+          : std::min(heard, BucketDebt(entry.state, spec.limit, spec.window_ms, now_ms));
   entry.heard_debt = Saturate(static_cast<u128>(debt) + static_cast<u128>(cost) * spec.window_ms);
   entry.heard_at_ms = now_ms;
   entry.state.capacity = spec.limit;
@@ -256,7 +261,9 @@ void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint6
 void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,
                      int64_t now_ms) {
   const uint64_t debt = HeardDebt(entry, entry.state.capacity, now_ms);
-  entry.heard_debt = Saturate(static_cast<u128>(debt) + MergeBucket(entry.state, from, window_ms));
+  const uint64_t added = MergeBucket(entry.state, from, window_ms);
+  if (added > 0) entry.heard_exact = false;  // charged when heard, not when admitted
+  entry.heard_debt = Saturate(static_cast<u128>(debt) + added);
   entry.heard_at_ms = now_ms;
 }
 
@@ -271,8 +278,9 @@ void RestoreHeardDebt(BucketEntry& entry, uint64_t heard_debt, int64_t heard_at_
 
 bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t window_ms,
                int64_t now_ms) {
-  return BucketFullAtMs(entry.state, window_ms) <= now_ms &&
-         HeardDebt(entry, std::max<uint64_t>(entry.state.capacity, 1), now_ms) == 0;
+  // The heard debt first: it is cheap, and a bucket still owing is kept.
+  return HeardDebt(entry, std::max<uint64_t>(entry.state.capacity, 1), now_ms) == 0 &&
+         BucketFullAtMs(entry.state, window_ms) <= now_ms;
 }
 
 }  // namespace tally

@@ -107,12 +107,21 @@ struct BucketEntry {
   BucketSlices state;
   uint64_t heard_debt = 0;  // token-ms short of full at heard_at_ms
   int64_t heard_at_ms = 0;
+  // The heard debt is exactly a central bucket's fed every cost the slices
+  // hold at its true time (no merge has added to the slices since it was last
+  // 0): it is then the smaller, and the slices' debt need not be computed.
+  bool heard_exact = false;
   std::unique_ptr<EscrowEpoch> epoch;
 };
 
 // The heard debt at now_ms, refilled at `capacity` tokens per window (that
 // is, capacity token-ms per ms) since heard_at_ms.
 uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms);
+// Whether the heard debt (heard_now, at now) is known to be the smaller of
+// the two without computing the slices': exact, or 0.
+inline bool HeardIsLeast(const BucketEntry& entry, uint64_t heard_now) {
+  return entry.heard_exact || heard_now == 0;
+}
 // Admits `cost` at now_ms for `self`: its slot of the current slice and the
 // heard debt (rebased on the smaller of the two debts, both valid bounds).
 void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,

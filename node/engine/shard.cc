@@ -281,7 +281,10 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   const auto heard_at = [&](int64_t at_ms) {
     return entry ? HeardDebt(*entry, spec.limit, at_ms) : 0;
   };
-  Decision result = DecideTokenBucket(spec, state, heard_at(now_ms), now_ms, cost);
+  const uint64_t heard = heard_at(now_ms);
+  // A lone node's heard debt is exact: its slices' debt, never smaller, is not computed.
+  const bool heard_least = !entry || HeardIsLeast(*entry, heard);
+  Decision result = DecideTokenBucket(spec, heard_least ? nullptr : &state, heard, now_ms, cost);
   // Escrow: spend at most this node's share of what the view leaves at the
   // epoch's end; the counts it compares are each node's cost in the current
   // period of slices (and, for the weights, the previous one).
@@ -322,7 +325,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       }
       // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
       const uint64_t view_remaining =
-          DecideTokenBucket(spec, state, heard_at(epoch_end_ms), epoch_end_ms, 0).remaining;
+          DecideTokenBucket(spec, &state, heard_at(epoch_end_ms), epoch_end_ms, 0).remaining;
       epoch.Begin(epoch_index, period, view_remaining, escrow.self, own_current32,
                   own_current + own_previous, remote_current, remote_previous, members);
     }
