@@ -35,6 +35,15 @@ Status ValidateLog(std::span<const NodeStamps> log) {
   return Status::OK();
 }
 
+// A bucket's slices count from the epoch: a base before it is no node's.
+Status ValidateBucket(const BucketSlices& bucket) {
+  if (bucket.base_slice < 0) {
+    return Status::InvalidArgument("bucket slices from before 1970 (base slice " +
+                                   std::to_string(bucket.base_slice) + ")");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Limiter::Limiter(const Options& options)
@@ -154,6 +163,7 @@ Status Limiter::Merge(const KeySnapshot& snapshot) {
     return status;
   }
   if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
+  if (Status status = ValidateBucket(snapshot.bucket); !status.ok()) return status;
   const size_t hash = HashKey(snapshot.key);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms);

@@ -323,6 +323,10 @@ TEST_CASE("merge bucket slices from replicas") {
   CHECK(f.limiter.Read("k", spec, &read).code() == Status::Code::kNotFound);
   CHECK(f.limiter.Merge(BucketOf("k", 3'200, 2, now + 10'000, 1)).code() ==
         Status::Code::kInvalidArgument);
+  // Nor from before the epoch (a fuzzer's find: the base's time overflowed).
+  KeySnapshot ancient = BucketOf("k", 3'200, 2, now, 1);
+  ancient.bucket.base_slice = -562'949'953'421'314;
+  CHECK(f.limiter.Merge(ancient).code() == Status::Code::kInvalidArgument);
 }
 
 // Merging a replica's counts: remote slots count against the limit, the own
