@@ -20,6 +20,13 @@ int64_t UnZigZag(uint64_t value) {
   return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
 }
 
+// `base` moved by a zigzag-encoded step. Wraps (as unsigned arithmetic does)
+// rather than overflow on a nonsensical step: the engine then refuses or
+// expires the index (a window or a bucket's base slice).
+int64_t Stepped(int64_t base, uint64_t step) {
+  return static_cast<int64_t>(static_cast<uint64_t>(base) + static_cast<uint64_t>(UnZigZag(step)));
+}
+
 void PutNode(NodeId node, NodeId sender, std::string* out) {
   PutVarint(node == sender ? 0 : node, out);
 }
@@ -95,7 +102,7 @@ bool GetBucket(std::string_view* in, NodeId sender, int64_t* base_slice, BucketS
       !GetVarint(in, &bucket->base_debt) || !GetCount(in, 2, &nodes)) {
     return false;
   }
-  *base_slice += UnZigZag(step);
+  *base_slice = Stepped(*base_slice, step);
   bucket->base_slice = *base_slice;
   bucket->nodes.resize(nodes);
   for (NodeSlices& node : bucket->nodes) {
@@ -202,10 +209,7 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
       uint64_t step = 0;
       decoded = GetVarint(&in, &step) && GetCounter(&in, sender, &snapshot.counts.current) &&
                 GetCounter(&in, sender, &snapshot.counts.previous);
-      // Wraps (as unsigned arithmetic does) rather than overflow on a
-      // nonsensical step: the engine then refuses or expires the index.
-      window_index = static_cast<int64_t>(static_cast<uint64_t>(window_index) +
-                                          static_cast<uint64_t>(UnZigZag(step)));
+      window_index = Stepped(window_index, step);
       snapshot.counts.window_index = window_index;
     }
     if (!decoded) return Status::Corruption("peer state does not decode");
