@@ -243,15 +243,18 @@ uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms) 
   return RefilledDebt(entry.heard_debt, entry.heard_at_ms, capacity, now_ms);
 }
 
+uint64_t DecisionDebt(const BucketEntry& entry, uint64_t capacity, uint64_t window_ms,
+                      int64_t now_ms) {
+  const uint64_t heard = HeardDebt(entry, capacity, now_ms);
+  if (HeardIsLeast(entry, heard)) return heard;
+  return std::min(heard, BucketDebt(entry.state, capacity, window_ms, now_ms));
+}
+
 void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,
                    int64_t now_ms) {
-  const uint64_t heard = HeardDebt(entry, spec.limit, now_ms);
+  const uint64_t debt = DecisionDebt(entry, spec.limit, spec.window_ms, now_ms);
   // A heard debt of 0 is exact too: every known cost has refilled by now.
-  entry.heard_exact = HeardIsLeast(entry, heard);
-  const uint64_t debt =
-      entry.heard_exact
-          ? heard
-          : std::min(heard, BucketDebt(entry.state, spec.limit, spec.window_ms, now_ms));
+  entry.heard_exact = HeardIsLeast(entry, HeardDebt(entry, spec.limit, now_ms));
   entry.heard_debt = Saturate(static_cast<u128>(debt) + static_cast<u128>(cost) * spec.window_ms);
   entry.heard_at_ms = now_ms;
   entry.state.capacity = spec.limit;

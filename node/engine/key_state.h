@@ -122,6 +122,10 @@ uint64_t HeardDebt(const BucketEntry& entry, uint64_t capacity, int64_t now_ms);
 inline bool HeardIsLeast(const BucketEntry& entry, uint64_t heard_now) {
   return entry.heard_exact || heard_now == 0;
 }
+// The debt this node decides by at now_ms (token-ms): the smaller of the
+// heard debt and the slices', refilled at `capacity` per window_ms.
+uint64_t DecisionDebt(const BucketEntry& entry, uint64_t capacity, uint64_t window_ms,
+                      int64_t now_ms);
 // Admits `cost` at now_ms for `self`: its slot of the current slice and the
 // heard debt (rebased on the smaller of the two debts, both valid bounds).
 void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,

@@ -384,8 +384,7 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
     // The level this node decides by, at the capacity asked for (else the last one checked).
     const uint64_t capacity = spec.limit > 0 ? spec.limit : entry->state.capacity;
     const uint64_t full = capacity * spec.window_ms;
-    const uint64_t debt = std::min(HeardDebt(*entry, capacity, now_ms),
-                                   BucketDebt(entry->state, capacity, spec.window_ms, now_ms));
+    const uint64_t debt = DecisionDebt(*entry, capacity, spec.window_ms, now_ms);
     snapshot->bucket_level = debt >= full ? 0 : full - debt;
     snapshot->bucket_level_at_ms = now_ms;
     return true;
