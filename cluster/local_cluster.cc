@@ -117,6 +117,10 @@ NodeProcess::Options LocalCluster::NodeOptions(size_t node) const {
       options.args.push_back(options_.seed_host + ":" + std::to_string(proxy_ports_[seed]));
     }
   }
+  if (options_.gossip_max_delay_ms >= 0) {
+    options.args.insert(options.args.end(),
+                        {"--gossip-max-delay-ms", std::to_string(options_.gossip_max_delay_ms)});
+  }
   options.args.insert(options.args.end(), options_.node_args.begin(), options_.node_args.end());
   return options;
 }

@@ -46,7 +46,10 @@ class LocalCluster {
     size_t nodes = 3;
     bool gossip = true;
     std::vector<std::string> node_args;  // extra tallyd flags for every node
-    std::vector<std::string> fronts;     // fronts every node opens (NodeProcess::Options::fronts)
+    // >= 0: --gossip-max-delay-ms for every node (how long admissions on keys
+    // far from their limits may wait); -1: tallyd's default.
+    int64_t gossip_max_delay_ms = -1;
+    std::vector<std::string> fronts;  // fronts every node opens (NodeProcess::Options::fronts)
     std::vector<size_t> seeds;  // the nodes every node lists as --seed; empty: all (itself too)
     std::map<size_t, std::vector<std::string>> node_env;  // by node: NodeProcess::Options::env
     std::string seed_host = "127.0.0.1";  // how seeds are named: "localhost" tests resolving

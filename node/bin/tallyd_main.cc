@@ -180,6 +180,14 @@ int main(int argc, char** argv) {
                  "Send the keys admitted to since the last round this often")
       ->check(tally::bin::InRange(1, 10'000))
       ->capture_default_str();
+  limiter_options.gossip_max_delay_ms = 10'000;
+  app.add_option("--gossip-max-delay-ms", limiter_options.gossip_max_delay_ms,
+                 "Admissions on a key far from its limit (within this node's share of what "
+                 "remains) may wait this long before they are sent, at most a quarter of the "
+                 "window (an eighth for a token bucket); near the limit they go every round. 0: "
+                 "every admission goes at the next round")
+      ->check(tally::bin::InRange(0, kHourMs))
+      ->capture_default_str();
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
                  "Send every live key to each peer this often (and after each reconnect)")
       ->check(tally::bin::InRange(100, kDayMs))

@@ -37,7 +37,7 @@ class CompactKey {
                                   : std::string_view(bytes_, size_tag());
   }
 
-  static constexpr int kMarkCount = 2;
+  static constexpr int kMarkCount = 3;
   // mark: 0 .. kMarkCount - 1.
   bool marked(int mark) const { return (tag() & MarkBit(mark)) != 0; }
   void set_marked(int mark, bool on) {
@@ -45,13 +45,13 @@ class CompactKey {
   }
 
  private:
-  // bytes_[0..22] hold an inline key; bytes_[23] is the tag: its low 6 bits
-  // are the inline size or kHeapTag, its top bits the marks. A heap key keeps
+  // bytes_[0..22] hold an inline key; bytes_[23] is the tag: its low 5 bits
+  // are the inline size or kHeapTag, its top 3 bits the marks. A heap key keeps
   // its pointer in bytes_[0..7] and its size in bytes_[8..11].
   static constexpr size_t kInlineCapacity = 23;
-  static constexpr uint8_t kSizeMask = 0x3F;
+  static constexpr uint8_t kSizeMask = 0x1F;
   static constexpr uint8_t kHeapTag = kSizeMask;
-  static constexpr uint8_t MarkBit(int mark) { return static_cast<uint8_t>(0x40 << mark); }
+  static constexpr uint8_t MarkBit(int mark) { return static_cast<uint8_t>(0x20 << mark); }
 
   uint8_t tag() const { return static_cast<uint8_t>(bytes_[kInlineCapacity]); }
   uint8_t size_tag() const { return tag() & kSizeMask; }

@@ -261,6 +261,16 @@ void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint6
   AddToBucket(entry.state, self, BucketSliceAt(spec.window_ms, now_ms), cost);
 }
 
+uint64_t OwnBucketCost(const BucketEntry& entry, NodeId self) {
+  for (const NodeSlices& node : entry.state.nodes) {
+    if (node.node != self) continue;
+    uint64_t cost = 0;
+    for (uint32_t count : node.counts) cost += count;
+    return cost;
+  }
+  return 0;
+}
+
 void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,
                      int64_t now_ms) {
   const uint64_t debt = HeardDebt(entry, entry.state.capacity, now_ms);

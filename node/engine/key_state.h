@@ -130,6 +130,8 @@ uint64_t DecisionDebt(const BucketEntry& entry, uint64_t capacity, uint64_t wind
 // heard debt (rebased on the smaller of the two debts, both valid bounds).
 void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint64_t cost,
                    int64_t now_ms);
+// What `self` admitted in the entry's live slices (folded cost not included).
+uint64_t OwnBucketCost(const BucketEntry& entry, NodeId self);
 // Joins `from` (a peer's slices, or a stored record) into the entry; what it
 // adds is heard at now_ms.
 void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,

@@ -54,6 +54,7 @@ Limiter::Limiter(const Options& options)
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
+    shards_[i].gossip_max_delay_ms = options.escrow_epoch_ms > 0 ? 0 : options.gossip_max_delay_ms;
     shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.partition_share};
     shards_[i].cluster_size = &cluster_size_;
     shards_[i].unreachable_peers = &unreachable_peers_;
@@ -170,12 +171,13 @@ Status Limiter::Merge(const KeySnapshot& snapshot) {
   });
 }
 
-void Limiter::CollectGossip(const SnapshotSink& sink) {
+void Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred) {
   KeySnapshot scratch;
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    shard.CollectGossip(options_.node_id, &scratch, sink);
+    shard.CollectGossip(options_.node_id, shard.Now(options_.clock->WallMs()), flush_deferred,
+                        &scratch, sink);
   }
 }
 

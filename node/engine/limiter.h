@@ -61,6 +61,13 @@ class Limiter {
     bool track_changes = false;
     // Record which keys are admitted to, for CollectGossip (replication).
     bool replicate = false;
+    // With replicate: how long an admission on a counter or bucket key far
+    // from its limit may wait before CollectGossip hands it out
+    // (node/engine/headroom.h: within this node's share of the headroom; at
+    // most a quarter of a counter's window, an eighth of a bucket's). 0: every
+    // admission at the next CollectGossip. Escrow needs views less than an
+    // epoch old, so with escrow_epoch_ms > 0 it is 0.
+    int64_t gossip_max_delay_ms = 0;
     // Share of remaining (node/engine/escrow.h) for fixed window, sliding
     // counter and token bucket keys: 0 off, else the epoch (one gossip
     // interval). cluster_size: the members, this node included, until
@@ -113,12 +120,14 @@ class Limiter {
   Status Merge(const KeySnapshot& snapshot);
 
   // With Options::replicate: hands the sink, for each key admitted to since
-  // the previous call, this node's own contribution (counts: its slots of
-  // the key's windows; log: its stamps not sent yet). CollectReplica hands
+  // the previous call and due now (Options::gossip_max_delay_ms; every one,
+  // with flush_deferred, as before leaving the cluster), this node's own
+  // contribution (counts: its slots of the key's windows; log: its stamps
+  // not sent yet; bucket: its slices). CollectReplica hands
   // it every node's state of every live replicated key of one shard
   // (0 .. shard_count() - 1), for anti-entropy. Sinks run with a shard
   // locked: they must not call the Limiter.
-  void CollectGossip(const SnapshotSink& sink);
+  void CollectGossip(const SnapshotSink& sink, bool flush_deferred = false);
   static size_t shard_count();
   void CollectReplica(size_t shard, const SnapshotSink& sink);
 

@@ -5,6 +5,7 @@
 
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
+#include "node/engine/headroom.h"
 
 namespace tally {
 namespace {
@@ -126,7 +127,8 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
   }
   LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
   if (!limit_class) {
-    classes.push_back({spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}});
+    classes.push_back(
+        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}});
     limit_class = &classes.back();
   }
   budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
@@ -136,16 +138,52 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
   return Status::OK();
 }
 
+namespace {
+
+// Sets `which` on the entry and lists it in its class, unless it is set already.
 template <typename Entry>
-void Shard::MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
-                        Entry* entry, bool local) {
-  const auto mark = [&](int which) {
-    if (entry->key.marked(which)) return;
-    entry->key.set_marked(which, true);
-    FindClass(classes, spec.algorithm, spec.window_ms)->changed[which].push_back(entry);
-  };
-  if (track_changes) mark(kStorageMark);
-  if (replicate && local) mark(kGossipMark);
+void Mark(LimitClass<Entry>& limit_class, Entry* entry, int which) {
+  if (entry->key.marked(which)) return;
+  entry->key.set_marked(which, true);
+  limit_class.changed[which].push_back(entry);
+}
+
+// Moves the class's waiting entries due by now_ms (every one, with `all`) to
+// the next delta.
+template <typename Entry>
+void ReleaseDeferred(LimitClass<Entry>& limit_class, int64_t now_ms, bool all) {
+  while (!limit_class.deferred.empty() && (all || limit_class.deferred.front().due_ms <= now_ms)) {
+    Entry* entry = limit_class.deferred.front().entry;
+    limit_class.deferred.pop_front();
+    if (!entry->key.marked(kDeferredMark)) continue;  // sent since, or freed
+    entry->key.set_marked(kDeferredMark, false);
+    Mark(limit_class, entry, kGossipMark);
+  }
+}
+
+}  // namespace
+
+template <typename Entry>
+void Shard::MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                       Entry* entry) {
+  if (track_changes) Mark(*FindClass(classes, spec.algorithm, spec.window_ms), entry, kStorageMark);
+}
+
+template <typename Entry>
+void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                         Entry* entry, bool prompt, int64_t now_ms) {
+  LimitClass<Entry>& limit_class = *FindClass(classes, spec.algorithm, spec.window_ms);
+  if (track_changes) Mark(limit_class, entry, kStorageMark);
+  if (!replicate || entry->key.marked(kGossipMark)) return;  // not sent, or sent next round
+  const int64_t deferral_ms =
+      prompt ? 0 : DeferralMs(spec.algorithm, spec.window_ms, gossip_max_delay_ms);
+  if (deferral_ms == 0) {
+    entry->key.set_marked(kDeferredMark, false);  // its queue slot is void now
+    Mark(limit_class, entry, kGossipMark);
+  } else if (!entry->key.marked(kDeferredMark)) {  // else it waits since an earlier admission
+    entry->key.set_marked(kDeferredMark, true);
+    limit_class.deferred.push_back({entry, now_ms + deferral_ms});
+  }
 }
 
 template <typename F>
@@ -245,7 +283,12 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     if (is_new) entry->window_index = window_index;
     if (is_new && escrowed) entry->remote = std::move(fresh);
     entry->own_current += static_cast<uint32_t>(cost);
-    MarkChanged(counters, spec, entry, /*local=*/true);
+    // What this node may have kept to itself: its count, and the previous
+    // window's too while that waits.
+    const uint64_t unsent =
+        uint64_t{entry->own_current} + (entry->key.marked(kDeferredMark) ? entry->own_previous : 0);
+    MarkAdmitted(counters, spec, entry, OverHeadroomShare(unsent, result.remaining, members),
+                 now_ms);
   }
   *decision = result;
   return Status::OK();
@@ -263,7 +306,7 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
       return status;
     }
     AppendLog(*entry, now_ms, cost);
-    MarkChanged(logs, spec, entry, /*local=*/true);
+    MarkAdmitted(logs, spec, entry, /*prompt=*/true, now_ms);
   }
   *decision = result;
   return Status::OK();
@@ -341,7 +384,9 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       entry->epoch = std::move(fresh);
     }
     AdmitToBucket(*entry, escrow.self, spec, cost, now_ms);
-    MarkChanged(buckets, spec, entry, /*local=*/true);
+    const uint64_t unsent = OwnBucketCost(*entry, escrow.self);  // its live slices, sent or not
+    MarkAdmitted(buckets, spec, entry, OverHeadroomShare(unsent, result.remaining, members),
+                 now_ms);
   }
   *decision = result;
   return Status::OK();
@@ -406,7 +451,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
       return status;
     }
     MergeLog(*entry, self, snapshot.log, spec.window_ms, now_ms);
-    MarkChanged(logs, spec, entry, /*local=*/false);
+    MarkMerged(logs, spec, entry);
     return Status::OK();
   }
   if (spec.algorithm == Algorithm::kTokenBucket)
@@ -431,7 +476,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   }
   AdvanceTo(*entry, now_window);
   tally::MergeCounts(*entry, self, counts);
-  MarkChanged(counters, spec, entry, /*local=*/false);
+  MarkMerged(counters, spec, entry);
   return Status::OK();
 }
 
@@ -455,7 +500,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
   }
   FoldBucket(entry->state, spec.window_ms, base_slice);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
-  MarkChanged(buckets, spec, entry, /*local=*/false);
+  MarkMerged(buckets, spec, entry);
   return Status::OK();
 }
 
@@ -481,8 +526,12 @@ void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink
   CollectChangedClasses(buckets, self, scratch, sink);
 }
 
-void Shard::CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
-  const auto begin = [&](const auto& limit_class, const auto& entry) {
+void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeySnapshot* scratch,
+                          const SnapshotSink& sink) {
+  for (auto& limit_class : counters) ReleaseDeferred(limit_class, now_ms, flush_deferred);
+  for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred);
+  const auto begin = [&](const auto& limit_class, auto& entry) {
+    entry.key.set_marked(kDeferredMark, false);  // what waited goes now
     scratch->key.assign(entry.key.view());
     scratch->algorithm = limit_class.algorithm;
     scratch->window_ms = limit_class.window_ms;

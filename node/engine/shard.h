@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -44,9 +45,11 @@ class KeyBudget {
 
 // The CompactKey marks of an entry changed since the last CollectChanges
 // (any change) and since the last CollectGossip (a change made here: an
-// admission; a peer's state merged in is not relayed).
+// admission; a peer's state merged in is not relayed), and of one whose
+// admissions wait in its class's `deferred` queue (node/engine/headroom.h).
 inline constexpr int kStorageMark = 0;
 inline constexpr int kGossipMark = 1;
+inline constexpr int kDeferredMark = 2;
 
 // The keys of one (algorithm, window_ms) within a shard.
 template <typename Entry>
@@ -58,12 +61,23 @@ struct LimitClass {
   // when its key's mark is set. May name entries freed (and perhaps reused)
   // since; only those still marked count, each once.
   std::vector<Entry*> changed[CompactKey::kMarkCount];
+  // Entries whose admissions may wait, each with the time by which they go
+  // out, oldest first (one delay per class, so also by due time). Like
+  // `changed`, it may name entries freed or reused since: only an entry still
+  // marked kDeferredMark counts, and an early send does no harm.
+  struct Deferred {
+    Entry* entry;
+    int64_t due_ms;
+  };
+  std::deque<Deferred> deferred;
 };
 
 struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
+  // Set once: Limiter::Options::gossip_max_delay_ms (0 with escrow).
+  int64_t gossip_max_delay_ms = 0;
   // Escrow (node/engine/escrow.h) and the partition mode, set once before any
   // use: escrow is on when epoch_ms > 0.
   struct Escrow {
@@ -112,10 +126,12 @@ struct alignas(64) Shard {
   void CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
   // The same for every live entry; afterwards none counts as changed.
   void CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
-  // Gossip deltas: for each entry admitted to since the last call, this
-  // node's own contribution only (counters: its slots; logs: its stamps not
-  // sent yet, from the last one sent on).
-  void CollectGossip(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Gossip deltas: for each entry admitted to since the last call and due
+  // by now_ms (or waiting at all, with flush_deferred), this node's own
+  // contribution only (counters: its slots; logs: its stamps not sent yet,
+  // from the last one sent on).
+  void CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeySnapshot* scratch,
+                     const SnapshotSink& sink);
   // Anti-entropy: every live entry, every node's state.
   void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
   // Puts a snapshot's state back (counters and bucket: slot-wise max and
@@ -130,10 +146,14 @@ struct alignas(64) Shard {
   template <typename Entry>
   Status Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                 std::string_view key, int64_t now_ms, Entry** entry);
-  // local: an admission here (marked for gossip too), not a peer's merge.
+  // A peer's state merged in: a change to store, never relayed.
   template <typename Entry>
-  void MarkChanged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
-                   bool local);
+  void MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
+  // An admission here: a change to store and to gossip, at the next round
+  // when `prompt` (node/engine/headroom.h), else by DeferralMs from now_ms.
+  template <typename Entry>
+  void MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
+                    bool prompt, int64_t now_ms);
 
   Status CheckCounter(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                       uint64_t cost, int64_t now_ms, Decision* decision);

@@ -78,16 +78,18 @@ struct Gossip::Impl {
       asio::error_code ec;
       co_await round_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopping) co_return;
-      Round();
+      Round(/*flush_deferred=*/false);
     }
   }
 
-  void Round() {
+  // flush_deferred: send what waits too (node/engine/headroom.h), however
+  // long it may still wait: the node is leaving.
+  void Round(bool flush_deferred) {
     protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
                                        shared.options.max_frame_bytes);
     std::vector<std::string> encoded;
     shared.limiter->CollectGossip(
-        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); });
+        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); }, flush_deferred);
     encoder.Finish(&encoded);
     std::vector<Frame> frames;
     for (std::string& frame : encoded)
@@ -387,6 +389,7 @@ void Gossip::Leave(int64_t timeout_ms) {
   std::promise<void> sent;
   std::future<void> done = sent.get_future();
   asio::post(impl.io, [&impl, &sent, timeout_ms] {
+    impl.Round(/*flush_deferred=*/true);  // the admissions that wait, before the peers drop it
     impl.Beat(/*leaving=*/true);
     impl.leave_deadline_ms = impl.shared.NowMs() + timeout_ms;
     impl.leave_done = &sent;

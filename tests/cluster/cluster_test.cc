@@ -40,9 +40,11 @@ using testing::TestPeer;
 constexpr uint64_t kDayMs = 86'400'000;
 
 std::unique_ptr<LocalCluster> StartCluster(size_t nodes, bool gossip = true,
-                                           std::vector<std::string> node_args = {}) {
+                                           std::vector<std::string> node_args = {},
+                                           int64_t gossip_max_delay_ms = 100) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
+  options.gossip_max_delay_ms = gossip_max_delay_ms;  // short: far keys converge within a poll
   options.nodes = nodes;
   options.gossip = gossip;
   options.node_args = std::move(node_args);
@@ -110,6 +112,29 @@ TEST_CASE("cluster: a burst at one node is visible at every other within the bou
   REQUIRE(cluster->Stats(0, &stats).ok());
   CHECK(stats.gossip_delta_entries_sent >= 2 * 3);  // 3 keys, 2 peers
   CHECK(stats.gossip_entries_rejected == 0);
+}
+
+// With tallyd's default delay (10 s): admissions on a key far from its limit
+// wait, one near its limit goes at once, and a node leaving sends what waits.
+TEST_CASE("cluster: gossip follows contention, and a leaving node sends what waits") {
+  auto cluster = StartCluster(3, true, {}, /*gossip_max_delay_ms=*/-1);
+  const LimitSpec far{Algorithm::kSlidingWindowCounter, 1'000'000, kDayMs};
+  const LimitSpec near{Algorithm::kSlidingWindowCounter, 12, kDayMs};
+  auto client = ConnectTo(*cluster, 0);
+  for (int i = 0; i < 10; ++i) CHECK(MustCheck(*client, {"far", far, 1}).allowed);
+  for (int i = 0; i < 4; ++i) CHECK(MustCheck(*client, {"near", near, 1}).allowed);
+  // 4 of 12: 3 x 4 > 8 remaining, beyond node 0's share: sent at once.
+  CHECK(PollUntil([&] {
+    return Remaining(*cluster, 1, "near", near) == 8 && Remaining(*cluster, 2, "near", near) == 8;
+  }));
+  // 10 of a million waits (10 s; the near key took a round or two).
+  CHECK(Remaining(*cluster, 1, "far", far) == 1'000'000);
+  CHECK(Remaining(*cluster, 2, "far", far) == 1'000'000);
+  REQUIRE(cluster->Stop(0).ok());  // SIGTERM: leaves, sending what waits first
+  CHECK(PollUntil([&] {
+    return Remaining(*cluster, 1, "far", far) == 999'990 &&
+           Remaining(*cluster, 2, "far", far) == 999'990;
+  }));
 }
 
 // Admitted per window, all nodes together, with clients spread evenly.

@@ -51,6 +51,7 @@ std::unique_ptr<LocalCluster> StartCluster(size_t nodes,
                                            bool netns = false) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
+  options.gossip_max_delay_ms = 100;  // far keys converge within a poll too
   options.nodes = nodes;
   options.node_env = std::move(env);
   options.netns = netns;

@@ -25,9 +25,17 @@ TEST_CASE("compact key holds inline and heap keys") {
 // Marks are independent of each other and of the key: Assign and Clear keep
 // them, a move carries them and leaves the source without any.
 TEST_CASE("compact key marks stay apart from the key") {
-  for (const std::string& bytes : {std::string("k"), std::string(100, 'x')}) {
+  for (const std::string& bytes : {std::string("k"), std::string(23, 'y'), std::string(100, 'x')}) {
     CAPTURE(bytes.size());
     CompactKey key(bytes);
+    for (int mark = 0; mark < CompactKey::kMarkCount; ++mark) {  // each on its own, key intact
+      key.set_marked(mark, true);
+      for (int other = 0; other < CompactKey::kMarkCount; ++other) {
+        CHECK(key.marked(other) == (other == mark));
+      }
+      CHECK(key.view() == bytes);
+      key.set_marked(mark, false);
+    }
     CHECK_FALSE(key.marked(0));
     key.set_marked(1, true);
     CHECK(key.marked(1));

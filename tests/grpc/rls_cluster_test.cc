@@ -34,6 +34,7 @@ int64_t WallMs() {
 std::unique_ptr<LocalCluster> StartCluster(const std::string& policy_dir, bool gossip) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
+  options.gossip_max_delay_ms = 100;  // far keys converge within a poll too
   options.nodes = 3;
   options.gossip = gossip;
   options.fronts = {"grpc"};

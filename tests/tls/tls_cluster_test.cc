@@ -34,6 +34,7 @@ constexpr uint64_t kDayMs = 86'400'000;
 std::unique_ptr<LocalCluster> StartCluster(std::vector<std::string> node_args) {
   LocalCluster::Options options;
   options.tallyd_path = TALLYD_PATH;
+  options.gossip_max_delay_ms = 100;  // far keys converge within a poll too
   options.nodes = 3;
   options.node_args = std::move(node_args);
   std::unique_ptr<LocalCluster> cluster;

@@ -1,0 +1,43 @@
+// When an admission must reach the peers soon: gossip that follows how close
+// a key is to its limit (ARCHITECTURE.md "Gossip that follows contention").
+//
+// A node may keep its admissions on a key to itself for a while, as long as
+// what all nodes keep to themselves together can never push the key past its
+// limit. Each node keeps to its share of the headroom, 1/N of what remains of
+// the limit in its view (N: the members, itself included): with views alike,
+// the N shares add up to at most what remains. An admission that takes what
+// the node has kept to itself beyond its share is sent at the next gossip
+// round, as every admission was before; one within its share waits at most
+// DeferralMs, so that counts far from a limit still converge within a known
+// time. Near the limit the share is small and every admission goes at once,
+// so the accuracy there is that of prompt gossip; far from it (most keys,
+// most of the time) a key costs one delta per node per DeferralMs instead of
+// one per gossip round in which it was admitted to.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "node/common/limit.h"
+
+namespace tally {
+
+// True when `unsent` (an upper bound of what this node admitted on the key
+// and has not sent) is more than its share of `remaining` (what its view
+// leaves of the limit, after the admission) among `members` nodes.
+inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t members) {
+  // unsent * members > remaining, without overflow.
+  return unsent > remaining / (members == 0 ? 1 : members);
+}
+
+// The longest an admission within the node's share may wait before it is
+// sent: max_delay_ms, but at most a quarter of a counter's window (the
+// previous window still counts in the next one) and an eighth of a token
+// bucket's (its slices fold after a period, a quarter window: they must
+// reach the peers before). 0 for the sliding log (sent every round) and when
+// max_delay_ms is 0.
+int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms);
+
+}  // namespace tally
