@@ -54,10 +54,14 @@ Limiter::Limiter(const Options& options)
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
-    shards_[i].gossip_max_delay_ms = options.escrow_epoch_ms > 0 ? 0 : options.gossip_max_delay_ms;
-    shards_[i].escrow = {options.escrow_epoch_ms, options.node_id, options.partition_share};
-    shards_[i].cluster_size = &cluster_size_;
-    shards_[i].unreachable_peers = &unreachable_peers_;
+    Coordination::Settings coordination;
+    coordination.self = options.node_id;
+    coordination.escrow_epoch_ms = options.escrow_epoch_ms;
+    coordination.partition_share = options.partition_share;
+    coordination.gossip_max_delay_ms = options.gossip_max_delay_ms;
+    coordination.cluster_size = &cluster_size_;
+    coordination.unreachable_peers = &unreachable_peers_;
+    shards_[i].coordination = Coordination(coordination);
   }
 }
 

@@ -4,8 +4,6 @@
 #include <string>
 
 #include "node/engine/decide.h"
-#include "node/engine/escrow.h"
-#include "node/engine/headroom.h"
 
 namespace tally {
 namespace {
@@ -97,24 +95,6 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
   }
 }
 
-// A decision of the plain algorithm, capped by what this node may still
-// spend (of its escrow share, or of its partition share): beyond it the
-// request waits wait_ms.
-void Cap(uint64_t cap, uint64_t cost, uint64_t wait_ms, Decision* decision) {
-  if (!decision->allowed) {
-    decision->remaining = std::min(decision->remaining, cap);
-    return;
-  }
-  const uint64_t probe = cost == 0 ? 1 : cost;
-  if (probe > cap) {
-    decision->allowed = false;
-    decision->remaining = cap;
-    decision->retry_after_ms = std::max<uint64_t>(wait_ms, 1);
-    return;
-  }
-  decision->remaining = std::min(decision->remaining, cap - cost);
-}
-
 }  // namespace
 
 template <typename Entry>
@@ -171,18 +151,16 @@ void Shard::MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec&
 
 template <typename Entry>
 void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
-                         Entry* entry, bool prompt, int64_t now_ms) {
+                         Entry* entry, int64_t gossip_delay_ms, int64_t now_ms) {
   LimitClass<Entry>& limit_class = *FindClass(classes, spec.algorithm, spec.window_ms);
   if (track_changes) Mark(limit_class, entry, kStorageMark);
   if (!replicate || entry->key.marked(kGossipMark)) return;  // not sent, or sent next round
-  const int64_t deferral_ms =
-      prompt ? 0 : DeferralMs(spec.algorithm, spec.window_ms, gossip_max_delay_ms);
-  if (deferral_ms == 0) {
+  if (gossip_delay_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);  // its queue slot is void now
     Mark(limit_class, entry, kGossipMark);
   } else if (!entry->key.marked(kDeferredMark)) {  // else it waits since an earlier admission
     entry->key.set_marked(kDeferredMark, true);
-    limit_class.deferred.push_back({entry, now_ms + deferral_ms});
+    limit_class.deferred.push_back({entry, now_ms + gossip_delay_ms});
   }
 }
 
@@ -233,62 +211,28 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
   };
   Decision result = decide(current, cost);
-  // Escrow: spend at most this node's share of what remained at the epoch's start.
-  const size_t members = cluster_size->load(std::memory_order_relaxed);
-  const bool escrowed = escrow.epoch_ms > 0 && members > 1;
-  std::unique_ptr<RemoteCounts> fresh;  // for a key this node does not hold yet
-  if (escrowed) {
-    if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
-    if (!entry) fresh = std::make_unique<RemoteCounts>();
-    RemoteCounts& remote = entry ? *entry->remote : *fresh;
-    const uint32_t own_current = entry ? entry->own_current : 0;
-    const int64_t epoch_index = now_ms / escrow.epoch_ms;
-    if (remote.epoch.Stale(epoch_index, window_index)) {
-      // What the view leaves at the epoch's end: the sliding counter's previous
-      // window weighs less by then, and that room is this epoch's to share.
-      const int64_t window_start_ms = window_index * static_cast<int64_t>(spec.window_ms);
-      const auto epoch_end_elapsed_ms = static_cast<uint64_t>(
-          std::min<int64_t>((epoch_index + 1) * escrow.epoch_ms - window_start_ms,
-                            static_cast<int64_t>(spec.window_ms) - 1));
-      const uint64_t view_remaining =
-          spec.algorithm == Algorithm::kFixedWindow
-              ? DecideFixedWindow(spec, current, elapsed_ms, 0).remaining
-              : DecideSlidingCounter(spec, current, previous, epoch_end_elapsed_ms, 0).remaining;
-      remote.epoch.Begin(epoch_index, window_index, view_remaining, escrow.self, own_current,
-                         uint64_t{own_current} + (entry ? entry->own_previous : 0), remote.current,
-                         remote.previous, members);
-    }
-    const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * escrow.epoch_ms - now_ms);
-    Cap(remote.epoch.Left(own_current), cost, epoch_left_ms, &result);
-  }
-  // Cut off from some peers, in the share mode: keep to this node's equal
-  // share of the limit, counting only its own admissions.
-  if (escrow.partition_share && members > 1 &&
-      unreachable_peers->load(std::memory_order_relaxed) > 0) {
-    LimitSpec share = spec;
-    share.limit = spec.limit / members;
-    const uint64_t own_current = entry ? entry->own_current : 0;
-    const uint64_t own_previous = entry ? entry->own_previous : 0;
-    const Decision own =
-        spec.algorithm == Algorithm::kFixedWindow
-            ? DecideFixedWindow(share, own_current, elapsed_ms, cost)
-            : DecideSlidingCounter(share, own_current, own_previous, elapsed_ms, cost);
-    Cap(own.remaining + (own.allowed ? cost : 0), cost, own.retry_after_ms, &result);
-  }
+  // What this node would have kept to itself after the admission: its
+  // count, and the previous window's too while that waits.
+  const uint64_t unsent_after =
+      (entry ? uint64_t{entry->own_current} +
+                   (entry->key.marked(kDeferredMark) ? entry->own_previous : 0)
+             : 0) +
+      cost;
+  std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
+  const int64_t gossip_delay_ms = coordination.Counter(
+      {spec, cost, now_ms, window_index, elapsed_ms, current, previous, unsent_after}, entry,
+      &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
       return status;
     }
-    if (is_new) entry->window_index = window_index;
-    if (is_new && escrowed) entry->remote = std::move(fresh);
+    if (is_new) {
+      entry->window_index = window_index;
+      entry->remote = std::move(fresh);
+    }
     entry->own_current += static_cast<uint32_t>(cost);
-    // What this node may have kept to itself: its count, and the previous
-    // window's too while that waits.
-    const uint64_t unsent =
-        uint64_t{entry->own_current} + (entry->key.marked(kDeferredMark) ? entry->own_previous : 0);
-    MarkAdmitted(counters, spec, entry, OverHeadroomShare(unsent, result.remaining, members),
-                 now_ms);
+    MarkAdmitted(counters, spec, entry, gossip_delay_ms, now_ms);
   }
   *decision = result;
   return Status::OK();
@@ -306,7 +250,7 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
       return status;
     }
     AppendLog(*entry, now_ms, cost);
-    MarkAdmitted(logs, spec, entry, /*prompt=*/true, now_ms);
+    MarkAdmitted(logs, spec, entry, /*gossip_delay_ms=*/0, now_ms);
   }
   *decision = result;
   return Status::OK();
@@ -328,52 +272,12 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   // A lone node's heard debt is exact: its slices' debt, never smaller, is not computed.
   const bool heard_least = !entry || HeardIsLeast(*entry, heard);
   Decision result = DecideTokenBucket(spec, heard_least ? nullptr : &state, heard, now_ms, cost);
-  // Escrow: spend at most this node's share of what the view leaves at the
-  // epoch's end; the counts it compares are each node's cost in the current
-  // period of slices (and, for the weights, the previous one).
-  const size_t members = cluster_size->load(std::memory_order_relaxed);
-  const bool escrowed = escrow.epoch_ms > 0 && members > 1;
-  std::unique_ptr<EscrowEpoch> fresh;  // for a key this node does not hold yet
-  if (escrowed) {
-    if (entry && !entry->epoch) entry->epoch = std::make_unique<EscrowEpoch>();
-    if (!entry) fresh = std::make_unique<EscrowEpoch>();
-    EscrowEpoch& epoch = entry ? *entry->epoch : *fresh;
-    const int64_t period = slice / kBucketSlicesPerPeriod;
-    const int64_t period_start = period * kBucketSlicesPerPeriod;
-    const auto cost_in = [&](const NodeSlices& node, int64_t first, int64_t end) {
-      return BucketCostIn(node, entry->state.base_slice, first, end);
-    };
-    uint64_t own_current = 0;
-    uint64_t own_previous = 0;
-    if (entry) {
-      for (const NodeSlices& node : entry->state.nodes) {
-        if (node.node != escrow.self) continue;
-        own_current = cost_in(node, period_start, INT64_MAX);
-        own_previous = cost_in(node, period_start - kBucketSlicesPerPeriod, period_start);
-      }
-    }
-    const auto own_current32 = static_cast<uint32_t>(std::min<uint64_t>(own_current, UINT32_MAX));
-    const int64_t epoch_index = now_ms / escrow.epoch_ms;
-    const int64_t epoch_end_ms = (epoch_index + 1) * escrow.epoch_ms;
-    if (epoch.Stale(epoch_index, period)) {
-      GCounter remote_current;
-      GCounter remote_previous;
-      if (entry) {
-        for (const NodeSlices& node : entry->state.nodes) {
-          if (node.node == escrow.self) continue;
-          remote_current.MergeSlot(node.node, cost_in(node, period_start, INT64_MAX));
-          remote_previous.MergeSlot(
-              node.node, cost_in(node, period_start - kBucketSlicesPerPeriod, period_start));
-        }
-      }
-      // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
-      const uint64_t view_remaining =
-          DecideTokenBucket(spec, &state, heard_at(epoch_end_ms), epoch_end_ms, 0).remaining;
-      epoch.Begin(epoch_index, period, view_remaining, escrow.self, own_current32,
-                  own_current + own_previous, remote_current, remote_previous, members);
-    }
-    Cap(epoch.Left(own_current32), cost, static_cast<uint64_t>(epoch_end_ms - now_ms), &result);
-  }
+  // What this node would have kept to itself: its live slices, sent or not.
+  const NodeId self = coordination.self();
+  const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
+  std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
+  const int64_t gossip_delay_ms =
+      coordination.Bucket({spec, cost, now_ms, slice, state, unsent_after}, entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
@@ -383,10 +287,8 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       entry->state.base_slice = BucketBaseFor(slice);
       entry->epoch = std::move(fresh);
     }
-    AdmitToBucket(*entry, escrow.self, spec, cost, now_ms);
-    const uint64_t unsent = OwnBucketCost(*entry, escrow.self);  // its live slices, sent or not
-    MarkAdmitted(buckets, spec, entry, OverHeadroomShare(unsent, result.remaining, members),
-                 now_ms);
+    AdmitToBucket(*entry, self, spec, cost, now_ms);
+    MarkAdmitted(buckets, spec, entry, gossip_delay_ms, now_ms);
   }
   *decision = result;
   return Status::OK();

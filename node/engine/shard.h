@@ -17,6 +17,7 @@
 #include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
 #include "node/common/status.h"
+#include "node/engine/coordination.h"
 #include "node/engine/key_state.h"
 #include "node/engine/key_table.h"
 
@@ -76,18 +77,8 @@ struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
-  // Set once: Limiter::Options::gossip_max_delay_ms (0 with escrow).
-  int64_t gossip_max_delay_ms = 0;
-  // Escrow (node/engine/escrow.h) and the partition mode, set once before any
-  // use: escrow is on when epoch_ms > 0.
-  struct Escrow {
-    int64_t epoch_ms = 0;
-    NodeId self = 0;
-    bool partition_share = false;
-  } escrow;
-  // The Limiter's view of the cluster (SetClusterView); set once.
-  const std::atomic<size_t>* cluster_size = nullptr;
-  const std::atomic<size_t>* unreachable_peers = nullptr;
+  // Escrow, the partition share and gossip deferral (node/engine/coordination.h); set once.
+  Coordination coordination;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
   int64_t last_now_ms = 0;              // the largest wall time seen: time never goes backwards
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
@@ -150,10 +141,10 @@ struct alignas(64) Shard {
   template <typename Entry>
   void MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
   // An admission here: a change to store and to gossip, at the next round
-  // when `prompt` (node/engine/headroom.h), else by DeferralMs from now_ms.
+  // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
   template <typename Entry>
   void MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
-                    bool prompt, int64_t now_ms);
+                    int64_t gossip_delay_ms, int64_t now_ms);
 
   Status CheckCounter(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                       uint64_t cost, int64_t now_ms, Decision* decision);

@@ -182,7 +182,8 @@ TEST_CASE("escrow: three gossiping engines share one token bucket") {
 
 // A node spends its share of an epoch and is told to retry when the next
 // epoch begins; there a peer's allowance it has not heard spent is held
-// back; a node alone is not escrowed.
+// back; a node alone is not escrowed. `remaining` stays what the view
+// leaves of the cluster-wide limit throughout, never the share.
 TEST_CASE("escrow: a spent share waits for the next epoch") {
   ManualClock clock(kStartMs);
   Limiter::Options options{1, 1'000, &clock};
@@ -200,9 +201,13 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
-  CHECK(decision.remaining == 8);  // 51 left: 51 * 12 / 73
+  CHECK(decision.remaining == 51);  // the cluster's; the share is 8: 51 * 12 / 73
+  REQUIRE(limiter.Check("k", spec, 9, &decision).ok());
+  CHECK_FALSE(decision.allowed);
+  CHECK(decision.remaining == 51);
   REQUIRE(limiter.Check("k", spec, 8, &decision).ok());
   CHECK(decision.allowed);
+  CHECK(decision.remaining == 43);
   clock.AdvanceMs(30);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
   CHECK_FALSE(decision.allowed);  // the share is spent for this epoch
@@ -211,7 +216,8 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   // epoch and none of its spending has been heard of: 1 left, not for us.
   clock.AdvanceMs(170);
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
-  CHECK(decision.remaining == 0);
+  CHECK_FALSE(decision.allowed);  // a peek: not even one unit is this node's
+  CHECK(decision.remaining == 43);
   CHECK(decision.retry_after_ms == 200);
   peer.counts.current.MergeSlot(2, 99);  // it did spend all of them
   REQUIRE(limiter.Merge(peer).ok());
@@ -250,10 +256,8 @@ TEST_CASE("partition modes: share keeps to limit / nodes, fail-open to the limit
         admitted += decision.allowed ? 1 : 0;
       }
       CHECK(admitted == (share ? 30 : 90));
-      if (share) {
-        CHECK(decision.remaining == 0);
-        CHECK(decision.retry_after_ms > 0);
-      }
+      CHECK(decision.remaining == (share ? 60 : 0));  // what this node knows of the cluster's
+      if (share) CHECK(decision.retry_after_ms > 0);
       limiter.SetClusterView(3, 0);
       REQUIRE(limiter.Check(key, spec, 0, &decision).ok());
       CHECK(decision.remaining == (share ? 60 : 0));

@@ -1,0 +1,126 @@
+#include "node/engine/coordination.h"
+
+#include <algorithm>
+
+#include "node/engine/decide.h"
+#include "node/engine/escrow.h"
+#include "node/engine/headroom.h"
+
+namespace tally {
+namespace {
+
+// Caps an allowed decision by what this node may still spend (of its escrow
+// share, or of its partition share): beyond it the request waits wait_ms,
+// and nothing is taken from what remains.
+void Cap(uint64_t cap, uint64_t cost, uint64_t wait_ms, Decision* decision) {
+  if (!decision->allowed) return;
+  const uint64_t probe = cost == 0 ? 1 : cost;
+  if (probe <= cap) return;
+  decision->allowed = false;
+  decision->remaining += cost;
+  decision->retry_after_ms = std::max<uint64_t>(wait_ms, 1);
+}
+
+}  // namespace
+
+int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after,
+                                    uint64_t remaining) const {
+  if (escrowed() || OverHeadroomShare(unsent_after, remaining, members())) return 0;
+  return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
+}
+
+int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
+                              std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const {
+  const LimitSpec& spec = check.spec;
+  const size_t members = this->members();
+  const uint32_t own_current = entry ? entry->own_current : 0;
+  const uint32_t own_previous = entry ? entry->own_previous : 0;
+  // Escrow: spend at most this node's share of what remained at the epoch's start.
+  if (escrowed()) {
+    if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
+    if (!entry) *fresh = std::make_unique<RemoteCounts>();
+    RemoteCounts& remote = entry ? *entry->remote : **fresh;
+    const int64_t epoch_ms = settings_.escrow_epoch_ms;
+    const int64_t epoch_index = check.now_ms / epoch_ms;
+    if (remote.epoch.Stale(epoch_index, check.window_index)) {
+      // What the view leaves at the epoch's end: the sliding counter's previous
+      // window weighs less by then, and that room is this epoch's to share.
+      const int64_t window_start_ms = check.window_index * static_cast<int64_t>(spec.window_ms);
+      const auto epoch_end_elapsed_ms =
+          static_cast<uint64_t>(std::min<int64_t>((epoch_index + 1) * epoch_ms - window_start_ms,
+                                                  static_cast<int64_t>(spec.window_ms) - 1));
+      const uint64_t view_remaining =
+          spec.algorithm == Algorithm::kFixedWindow
+              ? DecideFixedWindow(spec, check.current, check.elapsed_ms, 0).remaining
+              : DecideSlidingCounter(spec, check.current, check.previous, epoch_end_elapsed_ms, 0)
+                    .remaining;
+      remote.epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self,
+                         own_current, uint64_t{own_current} + own_previous, remote.current,
+                         remote.previous, members);
+    }
+    const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * epoch_ms - check.now_ms);
+    Cap(remote.epoch.Left(own_current), check.cost, epoch_left_ms, decision);
+  }
+  // Cut off from some peers, in the share mode: keep to this node's equal
+  // share of the limit, counting only its own admissions.
+  if (settings_.partition_share && members > 1 &&
+      settings_.unreachable_peers->load(std::memory_order_relaxed) > 0) {
+    LimitSpec share = spec;
+    share.limit = spec.limit / members;
+    const Decision own =
+        spec.algorithm == Algorithm::kFixedWindow
+            ? DecideFixedWindow(share, own_current, check.elapsed_ms, check.cost)
+            : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
+    Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
+  }
+  return GossipDelayMs(spec, check.unsent_after, decision->remaining);
+}
+
+int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
+                             std::unique_ptr<EscrowEpoch>* fresh, Decision* decision) const {
+  const LimitSpec& spec = check.spec;
+  // Escrow: spend at most this node's share of what the view leaves at the
+  // epoch's end; the counts it compares are each node's cost in the current
+  // period of slices (and, for the weights, the previous one).
+  if (escrowed()) {
+    if (entry && !entry->epoch) entry->epoch = std::make_unique<EscrowEpoch>();
+    if (!entry) *fresh = std::make_unique<EscrowEpoch>();
+    EscrowEpoch& epoch = entry ? *entry->epoch : **fresh;
+    const int64_t period = check.slice / kBucketSlicesPerPeriod;
+    const int64_t period_start = period * kBucketSlicesPerPeriod;
+    const auto cost_in = [&](const NodeSlices& node, int64_t first, int64_t end) {
+      return BucketCostIn(node, check.state.base_slice, first, end);
+    };
+    uint64_t own_current = 0;
+    uint64_t own_previous = 0;
+    for (const NodeSlices& node : check.state.nodes) {
+      if (node.node != settings_.self) continue;
+      own_current = cost_in(node, period_start, INT64_MAX);
+      own_previous = cost_in(node, period_start - kBucketSlicesPerPeriod, period_start);
+    }
+    const auto own_current32 = static_cast<uint32_t>(std::min<uint64_t>(own_current, UINT32_MAX));
+    const int64_t epoch_index = check.now_ms / settings_.escrow_epoch_ms;
+    const int64_t epoch_end_ms = (epoch_index + 1) * settings_.escrow_epoch_ms;
+    if (epoch.Stale(epoch_index, period)) {
+      GCounter remote_current;
+      GCounter remote_previous;
+      for (const NodeSlices& node : check.state.nodes) {
+        if (node.node == settings_.self) continue;
+        remote_current.MergeSlot(node.node, cost_in(node, period_start, INT64_MAX));
+        remote_previous.MergeSlot(
+            node.node, cost_in(node, period_start - kBucketSlicesPerPeriod, period_start));
+      }
+      // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
+      const uint64_t heard_at_end = entry ? HeardDebt(*entry, spec.limit, epoch_end_ms) : 0;
+      const uint64_t view_remaining =
+          DecideTokenBucket(spec, &check.state, heard_at_end, epoch_end_ms, 0).remaining;
+      epoch.Begin(epoch_index, period, view_remaining, settings_.self, own_current32,
+                  own_current + own_previous, remote_current, remote_previous, members());
+    }
+    Cap(epoch.Left(own_current32), check.cost, static_cast<uint64_t>(epoch_end_ms - check.now_ms),
+        decision);
+  }
+  return GossipDelayMs(spec, check.unsent_after, decision->remaining);
+}
+
+}  // namespace tally

@@ -1,0 +1,100 @@
+// Coordination: what a node may admit beyond what its view of the cluster
+// allows, and how soon its admissions must reach the peers. The shard's check
+// path decides by the pure rules of decide.h, then calls Counter or Bucket
+// here once; the log needs no coordination (its admissions go every round).
+//
+//  - Escrow (Settings::escrow_epoch_ms > 0, node/engine/escrow.h): near a
+//    limit, this node spends at most its demand-weighted share per epoch of
+//    what remains.
+//  - Partition share (Settings::partition_share, counting keys): while some
+//    peers cannot be reached, this node keeps its own admissions to its equal
+//    share of the limit.
+//  - Headroom share (node/engine/headroom.h): an admission within this
+//    node's share of what remains may wait before it is gossiped; one beyond
+//    goes at the next round. With escrow every admission goes at once: escrow
+//    needs views less than an epoch old.
+//
+// A cap makes an admission wait (allowed false, retry_after_ms until the cap
+// lifts); it never changes `remaining`, which stays what this node's view
+// leaves of the cluster-wide limit.
+//
+// Thread safety: the settings are set once, before any use, and read only;
+// the cluster view is atomic. The entries passed in belong to the caller's
+// shard, whose mutex the caller holds.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "node/common/limit.h"
+#include "node/common/node_id.h"
+#include "node/engine/key_state.h"
+
+namespace tally {
+
+class Coordination {
+ public:
+  struct Settings {
+    NodeId self = 0;
+    int64_t escrow_epoch_ms = 0;  // 0: no escrow
+    bool partition_share = false;
+    int64_t gossip_max_delay_ms = 0;  // 0: every admission at the next round
+    // The Limiter's view of the cluster (SetClusterView): its members, this
+    // node included, and how many of the others no link reaches. Not owned.
+    const std::atomic<size_t>* cluster_size = nullptr;
+    const std::atomic<size_t>* unreachable_peers = nullptr;
+  };
+
+  Coordination() = default;
+  explicit Coordination(const Settings& settings) : settings_(settings) {}
+
+  // A counting key (fixed window, sliding counter) as its check sees it:
+  // the window and how far into it, the cluster-wide counts in this node's
+  // view, and what this node would have kept to itself (not gossiped) after
+  // admitting the request.
+  struct CounterCheck {
+    const LimitSpec& spec;
+    uint64_t cost;
+    int64_t now_ms;
+    int64_t window_index;
+    uint64_t elapsed_ms;
+    uint64_t current;
+    uint64_t previous;
+    uint64_t unsent_after;
+  };
+  // Caps *decision (the pure rule's). `entry` is null for a key this node
+  // does not hold yet: escrow state for it is made in *fresh, for the caller
+  // to keep with the entry it creates if the request is admitted. Returns how
+  // long the admission, if any, may wait before it is gossiped (0: the next
+  // round).
+  int64_t Counter(const CounterCheck& check, CounterEntry* entry,
+                  std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const;
+
+  // A token bucket key: `state` the slices decided by (the entry's, or an
+  // empty one of the current base when entry is null; *fresh as above).
+  struct BucketCheck {
+    const LimitSpec& spec;
+    uint64_t cost;
+    int64_t now_ms;
+    int64_t slice;
+    const BucketSlices& state;
+    uint64_t unsent_after;
+  };
+  int64_t Bucket(const BucketCheck& check, BucketEntry* entry, std::unique_ptr<EscrowEpoch>* fresh,
+                 Decision* decision) const;
+
+  NodeId self() const { return settings_.self; }
+
+ private:
+  size_t members() const { return settings_.cluster_size->load(std::memory_order_relaxed); }
+  bool escrowed() const { return settings_.escrow_epoch_ms > 0 && members() > 1; }
+  // The gossip delay of an admission that leaves unsent_after unsent and
+  // `remaining` in the view.
+  int64_t GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after, uint64_t remaining) const;
+
+  Settings settings_;
+};
+
+}  // namespace tally
