@@ -35,7 +35,10 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
   const size_t members = this->members();
   const uint32_t own_current = entry ? entry->own_current : 0;
   const uint32_t own_previous = entry ? entry->own_previous : 0;
-  // Escrow: spend at most this node's share of what remained at the epoch's start.
+  // Escrow: spend at most this node's share of what remained at the epoch's
+  // start; but not on a key idle in this node's view, so that a request a
+  // central limiter admits at once (whatever its cost) is admitted.
+  const bool idle = check.current == 0 && check.previous == 0;
   if (escrowed()) {
     if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
     if (!entry) *fresh = std::make_unique<RemoteCounts>();
@@ -59,7 +62,7 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
                          remote.previous, members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * epoch_ms - check.now_ms);
-    Cap(remote.epoch.Left(own_current), check.cost, epoch_left_ms, decision);
+    if (!idle) Cap(remote.epoch.Left(own_current), check.cost, epoch_left_ms, decision);
   }
   // Cut off from some peers, in the share mode: keep to this node's equal
   // share of the limit, counting only its own admissions.
@@ -81,7 +84,9 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
   const LimitSpec& spec = check.spec;
   // Escrow: spend at most this node's share of what the view leaves at the
   // epoch's end; the counts it compares are each node's cost in the current
-  // period of slices (and, for the weights, the previous one).
+  // period of slices (and, for the weights, the previous one). Not on a full
+  // bucket no node has drawn from lately (idle, as for the counters).
+  const bool idle = check.state.nodes.empty() && check.state.base_debt == 0;
   if (escrowed()) {
     if (entry && !entry->epoch) entry->epoch = std::make_unique<EscrowEpoch>();
     if (!entry) *fresh = std::make_unique<EscrowEpoch>();
@@ -117,8 +122,10 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
       epoch.Begin(epoch_index, period, view_remaining, settings_.self, own_current32,
                   own_current + own_previous, remote_current, remote_previous, members());
     }
-    Cap(epoch.Left(own_current32), check.cost, static_cast<uint64_t>(epoch_end_ms - check.now_ms),
-        decision);
+    if (!idle) {
+      Cap(epoch.Left(own_current32), check.cost, static_cast<uint64_t>(epoch_end_ms - check.now_ms),
+          decision);
+    }
   }
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }

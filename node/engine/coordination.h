@@ -5,7 +5,12 @@
 //
 //  - Escrow (Settings::escrow_epoch_ms > 0, node/engine/escrow.h): near a
 //    limit, this node spends at most its demand-weighted share per epoch of
-//    what remains.
+//    what remains. The cap is lifted on a key idle in its view (no node's
+//    admission in the current or previous window; a bucket: full, no recent
+//    slices), so that a request a central limiter would admit there is
+//    admitted whatever its cost: a burst of such requests on a fresh key at
+//    every node at once may pass the limit by the first request at each
+//    node, larger than its share; every later one is escrowed.
 //  - Partition share (Settings::partition_share, counting keys): while some
 //    peers cannot be reached, this node keeps its own admissions to its equal
 //    share of the limit.

@@ -180,6 +180,32 @@ TEST_CASE("escrow: three gossiping engines share one token bucket") {
   }
 }
 
+// A request a central limiter admits on an idle key passes under escrow
+// too, whatever its cost; once the key is in use, the share applies again.
+TEST_CASE("escrow: an idle key admits any cost up to the limit") {
+  ManualClock clock(kStartMs);
+  Limiter::Options options{1, 1'000, &clock};
+  options.replicate = true;
+  options.escrow_epoch_ms = 200;
+  options.cluster_size = 3;
+  Limiter limiter(options);
+  for (const LimitSpec& spec : {LimitSpec{Algorithm::kFixedWindow, 100, 60'000},
+                                LimitSpec{Algorithm::kSlidingWindowCounter, 100, 60'000},
+                                LimitSpec{Algorithm::kTokenBucket, 100, 60'000}}) {
+    CAPTURE(AlgorithmName(spec.algorithm));
+    const std::string key(AlgorithmName(spec.algorithm));
+    Decision decision;
+    REQUIRE(limiter.Check(key, spec, 60, &decision).ok());
+    CHECK(decision.allowed);  // a third of 100 would be 33
+    CHECK(decision.remaining == 40);
+    // In use now: this node's share of 40 weighs its 60 (plus a floor of 10)
+    // against the floors of two members without admissions: 40 x 70 / 90 = 31.
+    REQUIRE(limiter.Check(key, spec, 35, &decision).ok());
+    CHECK_FALSE(decision.allowed);
+    CHECK(decision.remaining == 40);
+  }
+}
+
 // A node spends its share of an epoch and is told to retry when the next
 // epoch begins; there a peer's allowance it has not heard spent is held
 // back; a node alone is not escrowed. `remaining` stays what the view
