@@ -19,14 +19,18 @@ int64_t WallMs() {
       .count();
 }
 
-// The window a check counted in at the node. A fixed window's decision says
-// when its window ends (reset_after_ms after the decision, which came after
+// The window a check counted in. A fixed window's decision says when the
+// node's window ends (reset_after_ms after the decision, which came after
 // sent_ms and within far less than a window): the first window end at or
-// after sent_ms + reset_after_ms. Otherwise the window of the send time.
-int64_t CountedWindow(const LimitSpec& spec, int64_t sent_ms, const Decision& decision) {
+// after sent_ms + reset_after_ms. Otherwise the window of the time the check
+// was due: a client that lags sends late, but its check stays in the window
+// the schedule meant it for, so two runs of one schedule compare window by
+// window.
+int64_t CountedWindow(const LimitSpec& spec, int64_t due_ms, int64_t sent_ms,
+                      const Decision& decision) {
   const auto window_ms = static_cast<int64_t>(spec.window_ms);
   if (spec.algorithm != Algorithm::kFixedWindow || decision.reset_after_ms == 0) {
-    return sent_ms / window_ms;
+    return due_ms / window_ms;
   }
   const int64_t end_at_least_ms = sent_ms + static_cast<int64_t>(decision.reset_after_ms);
   return (end_at_least_ms + window_ms - 1) / window_ms - 1;
@@ -124,8 +128,9 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
       const std::vector<int64_t>& schedule = schedules[stream];
       for (size_t next = 0; next < schedule.size(); ++next) {
         std::this_thread::sleep_until(start + std::chrono::nanoseconds(schedule[next]));
+        const int64_t due_ms = first * window_ms + schedule[next] / 1'000'000;
+        if (due_ms >= end_ms) return;
         const int64_t sent_ms = WallMs();
-        if (sent_ms >= end_ms) return;
         protocol::CheckOutcome outcome;
         if (client == nullptr || !client->Check({options.key, options.spec, 1}, &outcome).ok() ||
             outcome.error != protocol::ErrorCode::kOk) {
@@ -133,7 +138,7 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
             failed = true;
             return;
           }
-          const int64_t window = sent_ms / window_ms - first;
+          const int64_t window = due_ms / window_ms - first;
           if (window >= 0 && window < options.windows) {
             ++counts[stream][static_cast<size_t>(window)].failed;
           }
@@ -151,7 +156,7 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
           }
           continue;
         }
-        const int64_t counted = CountedWindow(options.spec, sent_ms, outcome.decision);
+        const int64_t counted = CountedWindow(options.spec, due_ms, sent_ms, outcome.decision);
         const int64_t window = counted - first;
         if (window < 0 || window >= options.windows) continue;
         if (options.history != nullptr) {

@@ -11,10 +11,11 @@
 // (which then gets every stream). A client that falls behind its schedule
 // sends at once what is due. A fixed-window check counts in the
 // window the node counted it in (its decision says when that window ends);
-// any other in the window of the wall-clock time it was sent (windows aligned
-// as tallyd aligns them, so a check sent in the last millisecond of a window
-// may be decided in the next). Only whole windows are reported: the run
-// starts at the next window boundary and ends after `windows` windows.
+// any other in the window of the wall-clock time it was due (windows aligned
+// as tallyd aligns them; a check due in the last millisecond of a window, or
+// sent late, may be decided in the next), so that two runs of one schedule
+// compare window by window. Only whole windows are reported: the run starts
+// at the next window boundary and ends after `windows` windows.
 //
 // Thread safety: runs its own threads; returns when they are done.
 #pragma once
