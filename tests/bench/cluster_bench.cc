@@ -33,7 +33,9 @@
 //     /proc/<pid>/stat) per decision in a gossiping cluster, divided by the
 //     same in as many local-only nodes, for the same tally-loadgen run
 //     (--connections, depth 16, --overhead-checks checks of sliding_counter
-//     over every node, a new cluster for each run). CPU time, so how many
+//     over every node, a new cluster for each run); --overhead-runs pairs of
+//     runs, the median factor and the range of the factors (the CPU time per
+//     decision grows when the machine is busy, so one pair is noisy). CPU time, so how many
 //     cores the nodes share does not matter. Read before the load and, for
 //     the cluster, once its gossip is quiet (no node's sent delta entries
 //     changed for 1 s, polled every 100 ms, at most 30 s; the wait is
@@ -519,6 +521,10 @@ int main(int argc, char** argv) {
       ->excludes(bucket_only);
   app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
       ->capture_default_str();
+  app.add_option("--overhead-runs", settings.overhead_runs,
+                 "Pairs of runs (cluster, local-only) per row of part 6; the median is shown")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("--accuracy-windows", settings.accuracy_windows,
                  "Windows per Poisson run of part 7")
       ->capture_default_str();

@@ -32,6 +32,7 @@ struct Settings {
   int connections = 48;
   uint64_t keys = 100'000;
   uint64_t overhead_checks = 1'500'000;  // per run of the overhead part
+  int overhead_runs = 3;                 // pairs of runs (cluster, local-only) per row
   int accuracy_windows = 10;             // per Poisson run of the accuracy part
   int burst_trials = 5;                  // coordinated bursts per mode of the accuracy part
 };

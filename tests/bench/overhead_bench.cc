@@ -1,11 +1,13 @@
 // The replication overhead factor (cluster_bench.cc, part 6): the CPU time
 // of every tallyd per decision in a gossiping cluster, divided by the same in
 // as many local-only nodes, for the same tally-loadgen run.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cluster/cpu_usage.h"
@@ -137,33 +139,50 @@ void Overhead(const Settings& settings) {
       "decision, a gossiping cluster / as many local-only nodes, for the same tally-loadgen run "
       "(%d connections, depth 16, %llu checks of sliding_counter); read before the load and once "
       "the cluster's gossip is quiet (no entry sent for %d ms, at most %d ms), the local-only "
-      "nodes after the same wait\n",
+      "nodes after the same wait; the median of %d pairs of runs, and the factors' range\n",
       settings.connections, static_cast<unsigned long long>(settings.overhead_checks), kQuietMs,
-      kMostSettleMs);
+      kMostSettleMs, settings.overhead_runs);
   for (const Workload& workload : Workloads(settings.overhead_checks)) {
     std::printf("workload %-6s %llu %s keys, limit %llu per %llu ms\n", workload.name.c_str(),
                 static_cast<unsigned long long>(workload.keys), workload.distribution.c_str(),
                 static_cast<unsigned long long>(workload.limit),
                 static_cast<unsigned long long>(workload.window_ms));
   }
-  std::printf("%-5s %-8s %10s %9s %9s %8s %8s %7s %9s %10s %11s %11s\n", "nodes", "workload",
-              "decisions", "cpu_s", "local_s", "us/dec", "local", "factor", "settle_ms",
+  std::printf("%-5s %-8s %10s %9s %9s %8s %8s %7s %13s %9s %10s %11s %11s\n", "nodes", "workload",
+              "decisions", "cpu_s", "local_s", "us/dec", "local", "factor", "min-max", "settle_ms",
               "entries/d", "denied_keys", "local_keys");
   for (const size_t nodes : {size_t{3}, size_t{5}, size_t{8}}) {
     for (const Workload& workload : Workloads(settings.overhead_checks)) {
-      const CpuRun cluster = Measure(settings, nodes, true, workload, -1);
-      const CpuRun local = Measure(settings, nodes, false, workload, cluster.settle_ms);
-      const double factor = cluster.per_decision_us() / local.per_decision_us();
+      // --overhead-runs pairs, each a cluster run and a local-only run; the
+      // row shows the pair with the median factor.
+      std::vector<std::pair<CpuRun, CpuRun>> pairs;
+      for (int run = 0; run < settings.overhead_runs; ++run) {
+        const CpuRun cluster = Measure(settings, nodes, true, workload, -1);
+        pairs.emplace_back(cluster, Measure(settings, nodes, false, workload, cluster.settle_ms));
+      }
+      const auto factor_of = [](const std::pair<CpuRun, CpuRun>& pair) {
+        return pair.first.per_decision_us() / pair.second.per_decision_us();
+      };
+      std::sort(pairs.begin(), pairs.end(),
+                [&](const auto& a, const auto& b) { return factor_of(a) < factor_of(b); });
+      std::string factors;
+      for (const auto& pair : pairs) {
+        factors += (factors.empty() ? "" : ", ") + std::to_string(factor_of(pair));
+      }
+      const auto& [cluster, local] = pairs[(pairs.size() - 1) / 2];
+      const double factor = factor_of(pairs[(pairs.size() - 1) / 2]);
       const double entries_per_decision =
           static_cast<double>(cluster.entries_sent) / static_cast<double>(cluster.decisions);
       const auto share = [&](const CpuRun& run) {
         return static_cast<double>(run.keys_denied) / static_cast<double>(workload.keys);
       };
       std::printf(
-          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %9.0f %10.2f %10.2f%% %10.2f%%\n", nodes,
-          workload.name.c_str(), static_cast<unsigned long long>(cluster.decisions), cluster.cpu_s,
-          local.cpu_s, cluster.per_decision_us(), local.per_decision_us(), factor,
-          cluster.settle_ms, entries_per_decision, 100 * share(cluster), 100 * share(local));
+          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %6.2f-%-6.2f %9.0f %10.2f %10.2f%% "
+          "%10.2f%%\n",
+          nodes, workload.name.c_str(), static_cast<unsigned long long>(cluster.decisions),
+          cluster.cpu_s, local.cpu_s, cluster.per_decision_us(), local.per_decision_us(), factor,
+          factor_of(pairs.front()), factor_of(pairs.back()), cluster.settle_ms,
+          entries_per_decision, 100 * share(cluster), 100 * share(local));
       std::fflush(stdout);
       Json("{\"scenario\": \"overhead\", \"nodes\": " + std::to_string(nodes) +
            ", \"workload\": \"" + workload.name + "\", \"keys\": " + std::to_string(workload.keys) +
@@ -175,7 +194,7 @@ void Overhead(const Settings& settings) {
            std::to_string(cluster.cpu_s) + ", \"local_cpu_s\": " + std::to_string(local.cpu_s) +
            ", \"cluster_cpu_us_per_decision\": " + std::to_string(cluster.per_decision_us()) +
            ", \"local_cpu_us_per_decision\": " + std::to_string(local.per_decision_us()) +
-           ", \"factor\": " + std::to_string(factor) +
+           ", \"factor\": " + std::to_string(factor) + ", \"factors\": [" + factors + "]" +
            ", \"settle_ms\": " + std::to_string(cluster.settle_ms) +
            ", \"gossip_entries_per_decision\": " + std::to_string(entries_per_decision) +
            ", \"keys_denied_share\": " + std::to_string(share(cluster)) +
