@@ -37,11 +37,13 @@
 //     runs, the median factor and the range of the factors (the CPU time per
 //     decision grows when the machine is busy, so one pair is noisy). CPU time, so how many
 //     cores the nodes share does not matter. Read before the load and, for
-//     the cluster, once its gossip is quiet (no node's sent delta entries
-//     changed for 1 s, polled every 100 ms, at most 30 s; the wait is
-//     reported, settle_ms, and includes that second): a node may defer
-//     sending keys far from their limits. The local-only nodes are polled
-//     for the same time. Three workloads: "far", every key far from its
+//     the cluster, once its gossip is quiet: no node's sent delta entries
+//     changed for 1 s (polled every 100 ms) and every node holds the same
+//     counts (inspect) of 16 keys sampled over the workload's key space; at
+//     most 30 s (then settle_ms is marked !). A node may defer sending keys
+//     far from their limits, so the load's end is not the gossip's. The
+//     wait is reported (settle_ms, that second included); the local-only
+//     nodes are polled for the same time. Three workloads: "far", every key far from its
 //     limit (100k uniform keys, the default limit 10^9 per 60 s); "2x",
 //     every key at twice its limit (75k uniform keys, each sent checks /
 //     75k on average, the limit half of that, a window of an hour that holds

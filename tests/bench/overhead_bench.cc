@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 100;
 constexpr int kQuietMs = 1'000;        // gossip is quiet once no node sent an entry for this long
 constexpr int kMostSettleMs = 30'000;  // and waiting for that ends after this long anyway
+constexpr size_t kSampledKeys = 16;    // the keys Agree compares
 
 struct Workload {
   std::string name;
@@ -79,24 +83,70 @@ uint64_t EntriesSent(LocalCluster& cluster) {
   return sum;
 }
 
-// Polls every node's stats every kPollMs: for settle_ms, or (settle_ms < 0)
-// until no node's sent entries changed for kQuietMs, at most kMostSettleMs.
-// Returns how long it polled, in ms.
-double Settle(LocalCluster& cluster, double settle_ms) {
+// Whether every node holds the same counts (Inspect) of kSampledKeys keys of
+// the workload, spread over its key space (tally-loadgen names them k:0 ..
+// k:<keys-1>): a sign that no node still holds admissions back from the
+// others.
+bool Agree(LocalCluster& cluster, const Workload& workload) {
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, workload.limit, workload.window_ms};
+  std::vector<std::unique_ptr<protocol::Client>> clients(cluster.size());
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    if (Status status = cluster.Connect(node, &clients[node]); !status.ok()) Die("connect", status);
+  }
+  // What a node holds of a key: found, its window, and (node id, current,
+  // previous) by node id.
+  using Counts = std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>;
+  using Held = std::tuple<bool, int64_t, Counts>;
+  for (size_t i = 0; i < kSampledKeys; ++i) {
+    const std::string key = "k:" + std::to_string(i * workload.keys / kSampledKeys);
+    std::vector<Held> held;
+    for (const auto& client : clients) {
+      protocol::InspectReply reply;
+      if (Status status = client->Inspect({key, spec}, &reply); !status.ok())
+        Die("inspect", status);
+      Held& mine = held.emplace_back(reply.found, reply.window_index, Counts{});
+      for (const protocol::NodeCounts& counts : reply.nodes) {
+        std::get<2>(mine).emplace_back(counts.node_id, counts.current, counts.previous);
+      }
+      std::sort(std::get<2>(mine).begin(), std::get<2>(mine).end());
+    }
+    if (std::adjacent_find(held.begin(), held.end(), std::not_equal_to<>()) != held.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Settled {
+  double ms = 0;          // how long Settle polled
+  bool converged = true;  // the cluster's gossip went quiet and its nodes agreed
+};
+
+// Polls every node's stats every kPollMs: for settle_ms; or (settle_ms < 0)
+// until no node's sent entries changed for kQuietMs and the nodes Agree on
+// the workload's keys, at most kMostSettleMs.
+Settled Settle(LocalCluster& cluster, const Workload& workload, double settle_ms) {
   const Clock::time_point start = Clock::now();
   Clock::time_point changed = start;
   uint64_t entries = EntriesSent(cluster);
   const auto since = [](Clock::time_point from) {
     return std::chrono::duration<double, std::milli>(Clock::now() - from).count();
   };
-  while (settle_ms >= 0 ? since(start) < settle_ms
-                        : since(changed) < kQuietMs && since(start) < kMostSettleMs) {
+  Settled settled;
+  for (;;) {
+    if (settle_ms >= 0 && since(start) >= settle_ms) break;
+    if (settle_ms < 0 && since(changed) >= kQuietMs && Agree(cluster, workload)) break;
+    if (settle_ms < 0 && since(start) >= kMostSettleMs) {
+      settled.converged = false;
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
     const uint64_t now_entries = EntriesSent(cluster);
     if (now_entries != entries) changed = Clock::now();
     entries = now_entries;
   }
-  return since(start);
+  settled.ms = since(start);
+  return settled;
 }
 
 struct CpuRun {
@@ -104,7 +154,7 @@ struct CpuRun {
   uint64_t keys_denied = 0;
   double cpu_s = 0;
   uint64_t entries_sent = 0;
-  double settle_ms = 0;
+  Settled settled;
   double per_decision_us() const { return cpu_s * 1e6 / static_cast<double>(decisions); }
 };
 
@@ -123,7 +173,7 @@ CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Worklo
                   std::to_string(workload.window_ms), "--count-denied-keys"},
                  300'000);
   CpuRun run;
-  run.settle_ms = Settle(*cluster, settle_ms);
+  run.settled = Settle(*cluster, workload, settle_ms);
   run.cpu_s = CpuSeconds(*cluster) - cpu_before;
   run.entries_sent = EntriesSent(*cluster) - entries_before;
   run.decisions = load["decisions"];
@@ -138,10 +188,11 @@ void Overhead(const Settings& settings) {
       "\n== replication overhead: CPU seconds of every tallyd (/proc, user + system) per "
       "decision, a gossiping cluster / as many local-only nodes, for the same tally-loadgen run "
       "(%d connections, depth 16, %llu checks of sliding_counter); read before the load and once "
-      "the cluster's gossip is quiet (no entry sent for %d ms, at most %d ms), the local-only "
+      "the cluster's gossip is quiet (no entry sent for %d ms, and every node holds the same "
+      "counts of %zu sampled keys; at most %d ms, else settle_ms is marked !), the local-only "
       "nodes after the same wait; the median of %d pairs of runs, and the factors' range\n",
       settings.connections, static_cast<unsigned long long>(settings.overhead_checks), kQuietMs,
-      kMostSettleMs, settings.overhead_runs);
+      kSampledKeys, kMostSettleMs, settings.overhead_runs);
   for (const Workload& workload : Workloads(settings.overhead_checks)) {
     std::printf("workload %-6s %llu %s keys, limit %llu per %llu ms\n", workload.name.c_str(),
                 static_cast<unsigned long long>(workload.keys), workload.distribution.c_str(),
@@ -158,7 +209,7 @@ void Overhead(const Settings& settings) {
       std::vector<std::pair<CpuRun, CpuRun>> pairs;
       for (int run = 0; run < settings.overhead_runs; ++run) {
         const CpuRun cluster = Measure(settings, nodes, true, workload, -1);
-        pairs.emplace_back(cluster, Measure(settings, nodes, false, workload, cluster.settle_ms));
+        pairs.emplace_back(cluster, Measure(settings, nodes, false, workload, cluster.settled.ms));
       }
       const auto factor_of = [](const std::pair<CpuRun, CpuRun>& pair) {
         return pair.first.per_decision_us() / pair.second.per_decision_us();
@@ -177,12 +228,13 @@ void Overhead(const Settings& settings) {
         return static_cast<double>(run.keys_denied) / static_cast<double>(workload.keys);
       };
       std::printf(
-          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %6.2f-%-6.2f %9.0f %10.2f %10.2f%% "
+          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %6.2f-%-6.2f %8.0f%s %10.2f %10.2f%% "
           "%10.2f%%\n",
           nodes, workload.name.c_str(), static_cast<unsigned long long>(cluster.decisions),
           cluster.cpu_s, local.cpu_s, cluster.per_decision_us(), local.per_decision_us(), factor,
-          factor_of(pairs.front()), factor_of(pairs.back()), cluster.settle_ms,
-          entries_per_decision, 100 * share(cluster), 100 * share(local));
+          factor_of(pairs.front()), factor_of(pairs.back()), cluster.settled.ms,
+          cluster.settled.converged ? " " : "!", entries_per_decision, 100 * share(cluster),
+          100 * share(local));
       std::fflush(stdout);
       Json("{\"scenario\": \"overhead\", \"nodes\": " + std::to_string(nodes) +
            ", \"workload\": \"" + workload.name + "\", \"keys\": " + std::to_string(workload.keys) +
@@ -195,7 +247,8 @@ void Overhead(const Settings& settings) {
            ", \"cluster_cpu_us_per_decision\": " + std::to_string(cluster.per_decision_us()) +
            ", \"local_cpu_us_per_decision\": " + std::to_string(local.per_decision_us()) +
            ", \"factor\": " + std::to_string(factor) + ", \"factors\": [" + factors + "]" +
-           ", \"settle_ms\": " + std::to_string(cluster.settle_ms) +
+           ", \"settle_ms\": " + std::to_string(cluster.settled.ms) +
+           ", \"converged\": " + (cluster.settled.converged ? "true" : "false") +
            ", \"gossip_entries_per_decision\": " + std::to_string(entries_per_decision) +
            ", \"keys_denied_share\": " + std::to_string(share(cluster)) +
            ", \"local_keys_denied_share\": " + std::to_string(share(local)) + "}");
