@@ -1,9 +1,11 @@
 #include "cluster/demand.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <thread>
 
 namespace tally::cluster {
@@ -17,17 +19,41 @@ int64_t WallMs() {
       .count();
 }
 
-// The window a check counted in at the node. A fixed window's decision says
-// when its window ends (reset_after_ms after the decision, which came after
+// The window a check counted in. A fixed window's decision says when the
+// node's window ends (reset_after_ms after the decision, which came after
 // sent_ms and within far less than a window): the first window end at or
-// after sent_ms + reset_after_ms. Otherwise the window of the send time.
-int64_t CountedWindow(const LimitSpec& spec, int64_t sent_ms, const Decision& decision) {
+// after sent_ms + reset_after_ms. Otherwise the window of the time the check
+// was due: a client that lags sends late, but its check stays in the window
+// the schedule meant it for, so two runs of one schedule compare window by
+// window.
+int64_t CountedWindow(const LimitSpec& spec, int64_t due_ms, int64_t sent_ms,
+                      const Decision& decision) {
   const auto window_ms = static_cast<int64_t>(spec.window_ms);
   if (spec.algorithm != Algorithm::kFixedWindow || decision.reset_after_ms == 0) {
-    return sent_ms / window_ms;
+    return due_ms / window_ms;
   }
   const int64_t end_at_least_ms = sent_ms + static_cast<int64_t>(decision.reset_after_ms);
   return (end_at_least_ms + window_ms - 1) / window_ms - 1;
+}
+
+// The paced demand: one stream per node with its share, at evenly spaced
+// times, staggered so that nodes do not send in lockstep.
+std::vector<Arrival> PacedArrivals(const DemandOptions& options, size_t nodes) {
+  std::vector<Arrival> arrivals;
+  const auto window_ns = static_cast<double>(options.spec.window_ms) * 1e6;
+  const double end_ns = window_ns * options.windows;
+  for (size_t node = 0; node < nodes; ++node) {
+    const double share =
+        options.shares.empty() ? 1.0 / static_cast<double>(nodes) : options.shares[node];
+    const double per_window = share * static_cast<double>(options.demand_per_window);
+    if (per_window <= 0) continue;
+    const double period_ns = window_ns / per_window;
+    for (double at_ns = period_ns * static_cast<double>(node) / static_cast<double>(nodes);
+         at_ns < end_ns; at_ns += period_ns) {
+      arrivals.push_back({static_cast<int64_t>(at_ns), node});
+    }
+  }
+  return arrivals;
 }
 
 }  // namespace
@@ -36,44 +62,75 @@ uint64_t WindowTally::total_admitted() const {
   return std::accumulate(admitted.begin(), admitted.end(), uint64_t{0});
 }
 
+std::vector<Arrival> PoissonArrivals(double rate_per_s, int64_t duration_ms, size_t streams,
+                                     uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::exponential_distribution<double> gap_s(rate_per_s);
+  std::uniform_int_distribution<size_t> stream(0, streams - 1);
+  std::vector<Arrival> arrivals;
+  for (double at_s = gap_s(random); at_s * 1e3 < static_cast<double>(duration_ms);
+       at_s += gap_s(random)) {
+    arrivals.push_back({static_cast<int64_t>(at_s * 1e9), stream(random)});
+  }
+  return arrivals;
+}
+
+std::vector<Arrival> BurstArrivals(uint64_t count, int64_t span_ms, size_t streams) {
+  std::vector<Arrival> arrivals;
+  for (uint64_t i = 0; i < count; ++i) {
+    arrivals.push_back({static_cast<int64_t>(i) * span_ms * 1'000'000 / static_cast<int64_t>(count),
+                        static_cast<size_t>(i % streams)});
+  }
+  return arrivals;
+}
+
 Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
                    std::vector<WindowTally>* windows) {
   const size_t nodes = cluster.size();
-  std::vector<double> shares = options.shares;
-  if (shares.empty()) shares.assign(nodes, 1.0 / static_cast<double>(nodes));
-  if (shares.size() != nodes) return Status::InvalidArgument("one share per node");
   const auto window_ms = static_cast<int64_t>(options.spec.window_ms);
+  std::vector<Arrival> arrivals = options.arrivals;
+  if (arrivals.empty()) {
+    if (!options.shares.empty() && options.shares.size() != nodes) {
+      return Status::InvalidArgument("one share per node");
+    }
+    arrivals = PacedArrivals(options, nodes);
+  }
+  // The arrivals' offsets by stream, in time order.
+  std::vector<std::vector<int64_t>> schedules;
+  for (const Arrival& arrival : arrivals) {
+    if (arrival.stream >= schedules.size()) schedules.resize(arrival.stream + 1);
+    schedules[arrival.stream].push_back(arrival.offset_ns);
+  }
+  for (std::vector<int64_t>& schedule : schedules) std::sort(schedule.begin(), schedule.end());
   const int64_t first = WallMs() / window_ms + 1;
   const int64_t end_ms = (first + options.windows) * window_ms;
-  // counts[node][window - first]; each written by its node's thread.
+  const steady_clock::time_point start =
+      steady_clock::now() + std::chrono::milliseconds(first * window_ms - WallMs());
+  // counts[stream][window - first]; each written by its stream's thread.
   struct Counts {
     uint64_t sent = 0;
     uint64_t admitted = 0;
     uint64_t failed = 0;
   };
   std::vector<std::vector<Counts>> counts(
-      nodes, std::vector<Counts>(static_cast<size_t>(options.windows)));
+      schedules.size(), std::vector<Counts>(static_cast<size_t>(options.windows)));
   std::atomic<bool> failed{false};
   std::vector<std::thread> clients;
-  for (size_t node = 0; node < nodes; ++node) {
-    const double per_window = shares[node] * static_cast<double>(options.demand_per_window);
-    if (per_window <= 0) continue;
-    const auto period = std::chrono::nanoseconds(
-        static_cast<int64_t>(1e6 * static_cast<double>(window_ms) / per_window));
-    clients.emplace_back([&, node, period] {
+  for (size_t stream = 0; stream < schedules.size(); ++stream) {
+    if (schedules[stream].empty()) continue;
+    clients.emplace_back([&, stream] {
+      const size_t node = stream % nodes;
       std::unique_ptr<protocol::Client> client;
       if (!cluster.Connect(node, &client).ok() && !options.survive_node_loss) {
         failed = true;
         return;
       }
-      // From the first window's start, staggered so that nodes do not send in lockstep.
-      auto next = steady_clock::now() + std::chrono::milliseconds(first * window_ms - WallMs()) +
-                  period * static_cast<int64_t>(node) / static_cast<int64_t>(nodes);
-      for (;;) {
-        std::this_thread::sleep_until(next);
-        next += period;
+      const std::vector<int64_t>& schedule = schedules[stream];
+      for (size_t next = 0; next < schedule.size(); ++next) {
+        std::this_thread::sleep_until(start + std::chrono::nanoseconds(schedule[next]));
+        const int64_t due_ms = first * window_ms + schedule[next] / 1'000'000;
+        if (due_ms >= end_ms) return;
         const int64_t sent_ms = WallMs();
-        if (sent_ms >= end_ms) return;
         protocol::CheckOutcome outcome;
         if (client == nullptr || !client->Check({options.key, options.spec, 1}, &outcome).ok() ||
             outcome.error != protocol::ErrorCode::kOk) {
@@ -81,9 +138,9 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
             failed = true;
             return;
           }
-          const int64_t window = sent_ms / window_ms - first;
+          const int64_t window = due_ms / window_ms - first;
           if (window >= 0 && window < options.windows) {
-            ++counts[node][static_cast<size_t>(window)].failed;
+            ++counts[stream][static_cast<size_t>(window)].failed;
           }
           client.reset();
           while (client == nullptr && WallMs() < end_ms) {
@@ -92,17 +149,21 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
               std::this_thread::sleep_for(std::chrono::milliseconds(10));
             }
           }
-          next = steady_clock::now();
+          const steady_clock::time_point now = steady_clock::now();
+          while (next + 1 < schedule.size() &&
+                 start + std::chrono::nanoseconds(schedule[next + 1]) < now) {
+            ++next;
+          }
           continue;
         }
-        const int64_t counted = CountedWindow(options.spec, sent_ms, outcome.decision);
+        const int64_t counted = CountedWindow(options.spec, due_ms, sent_ms, outcome.decision);
         const int64_t window = counted - first;
         if (window < 0 || window >= options.windows) continue;
         if (options.history != nullptr) {
           options.history->Record(
               {node, options.key, sent_ms, WallMs(), counted, outcome.decision.allowed});
         }
-        Counts& counted_in = counts[node][static_cast<size_t>(window)];
+        Counts& counted_in = counts[stream][static_cast<size_t>(window)];
         ++counted_in.sent;
         counted_in.admitted += outcome.decision.allowed ? 1 : 0;
       }
@@ -114,11 +175,14 @@ Status DriveDemand(LocalCluster& cluster, const DemandOptions& options,
   for (int w = 0; w < options.windows; ++w) {
     WindowTally& tally = windows->emplace_back();
     tally.window_index = first + w;
-    for (size_t node = 0; node < nodes; ++node) {
-      const Counts& counted = counts[node][static_cast<size_t>(w)];
-      tally.sent.push_back(counted.sent);
-      tally.admitted.push_back(counted.admitted);
-      tally.failed.push_back(counted.failed);
+    tally.sent.assign(nodes, 0);
+    tally.admitted.assign(nodes, 0);
+    tally.failed.assign(nodes, 0);
+    for (size_t stream = 0; stream < schedules.size(); ++stream) {
+      const Counts& counted = counts[stream][static_cast<size_t>(w)];
+      tally.sent[stream % nodes] += counted.sent;
+      tally.admitted[stream % nodes] += counted.admitted;
+      tally.failed[stream % nodes] += counted.failed;
     }
   }
   return Status::OK();

@@ -313,6 +313,8 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
   result->denied = replies.denied;
   result->errors = replies.errors;
   result->first_error = replies.first_error;
+  result->keys_denied = static_cast<uint64_t>(
+      std::count(replies.denied_keys.begin(), replies.denied_keys.end(), true));
   result->decisions = result->allowed + result->denied + result->errors;
   result->duration_s = static_cast<double>(end_ns - start_ns) / 1e9;
   return Status::OK();

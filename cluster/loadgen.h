@@ -51,6 +51,8 @@ struct LoadOptions {
   int threads = 1;
   uint64_t seed = 1;
   uint64_t stall_timeout_ms = 10'000;  // a connection without any reply this long aborts the run
+  // Count the distinct keys denied at least once (LoadResult::keys_denied); tally target only.
+  bool count_denied_keys = false;
 };
 
 struct LoadResult {
@@ -60,7 +62,8 @@ struct LoadResult {
   uint64_t allowed = 0;
   uint64_t denied = 0;
   uint64_t errors = 0;
-  std::string first_error;  // the first error reply, for the report
+  std::string first_error;   // the first error reply, for the report
+  uint64_t keys_denied = 0;  // with count_denied_keys: keys with at least one denial
   LatencyHistogram latency;
 };
 

@@ -62,6 +62,7 @@ std::string ResultJson(const std::string& label, const LoadOptions& options,
       {"allowed", result.allowed},
       {"denied", result.denied},
       {"errors", result.errors}};
+  if (options.count_denied_keys) json["keys_denied"] = result.keys_denied;
   json.update(LatencyJson(result.latency));
   return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
@@ -152,6 +153,8 @@ int Main(int argc, char** argv) {
   app.add_option("--label", label,
                  "the run's name in the table and the JSON (default: the target)");
   app.add_option("--json", json_path, "also write the result to this file as a JSON object");
+  app.add_flag("--count-denied-keys", options.count_denied_keys,
+               "count the keys denied at least once (keys_denied in the JSON; tally only)");
   app.add_flag("--no-header", no_header, "print the table row without the header line");
   CLI11_PARSE(app, argc, argv);
 
@@ -167,6 +170,10 @@ int Main(int argc, char** argv) {
   options.distribution = Named(kDistributions, KeyDistributionName, distribution);
   options.spec.algorithm = Named(kAlgorithms, AlgorithmName, algorithm);
   if (options.target != LoadTarget::kTally) options.batch = 1;
+  if (options.target != LoadTarget::kTally && options.count_denied_keys) {
+    std::fprintf(stderr, "tally-loadgen: --count-denied-keys needs --target tally\n");
+    return 2;
+  }
   if (duration->count() == 0 && options.max_requests > 0) options.duration_ms = 0;
   if (options.duration_ms == 0 && options.max_requests == 0) {
     std::fprintf(stderr, "tally-loadgen: give --duration-ms or --requests a non-zero value\n");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "protocol/codec.h"
 #include "protocol/frame_buffer.h"
@@ -40,14 +41,21 @@ return 0
 class TallySession : public Session {
  public:
   TallySession(const LoadOptions& options, const KeySpace& keys, uint64_t seed)
-      : keys_(keys, seed), batch_(static_cast<size_t>(options.batch)) {
+      : keys_(keys, seed),
+        key_names_(keys),
+        batch_(static_cast<size_t>(options.batch)),
+        count_denied_keys_(options.count_denied_keys) {
     request_.kind = protocol::RequestKind::kCheck;
     request_.checks.resize(batch_, protocol::Check{{}, options.spec, 1});
   }
 
   void AppendRequest(std::string* out) override {
     request_.id = next_request_id_++;
-    for (protocol::Check& check : request_.checks) check.key = keys_.Next();
+    for (protocol::Check& check : request_.checks) {
+      const size_t key = keys_.NextIndex();
+      check.key = key_names_.name(key);
+      if (count_denied_keys_) keys_in_flight_.push_back(key);
+    }
     protocol::EncodeRequest(request_, out);
   }
   std::span<std::byte> writable() override { return buffer_.writable(); }
@@ -100,13 +108,20 @@ class TallySession : public Session {
       } else {
         ++counts->denied;
       }
+      if (!count_denied_keys_) continue;
+      if (counts->denied_keys.empty()) counts->denied_keys.resize(key_names_.size());
+      if (!outcome.decision.allowed) counts->denied_keys[keys_in_flight_.front()] = true;
+      keys_in_flight_.pop_front();
     }
     return Status::OK();
   }
 
  private:
   KeyChooser keys_;
+  const KeySpace& key_names_;
   const size_t batch_;
+  const bool count_denied_keys_;
+  std::deque<size_t> keys_in_flight_;  // with count_denied_keys_: the keys sent, oldest first
   const protocol::FrameLimits limits_;
   protocol::Request request_;  // reused: only the id and the keys change
   protocol::Response response_;
@@ -121,6 +136,7 @@ class RedisSession : public Session {
  public:
   RedisSession(const LoadOptions& options, const KeySpace& keys, uint64_t seed)
       : keys_(keys, seed),
+        key_names_(keys),
         lua_(options.target == LoadTarget::kRedisLua),
         limit_(options.spec.limit),
         limit_text_(std::to_string(options.spec.limit)),
@@ -145,7 +161,7 @@ class RedisSession : public Session {
   }
 
   void AppendRequest(std::string* out) override {
-    const std::string_view key = keys_.Next();
+    const std::string_view key = key_names_.name(keys_.NextIndex());
     if (lua_) {
       const std::string_view args[] = {"EVALSHA", script_sha_, "1",
                                        key,       limit_text_, window_ms_text_};
@@ -188,6 +204,7 @@ class RedisSession : public Session {
   }
 
   KeyChooser keys_;
+  const KeySpace& key_names_;
   const bool lua_;
   const uint64_t limit_;
   const std::string limit_text_;
@@ -214,12 +231,11 @@ KeySpace::KeySpace(const LoadOptions& options) : names_(options.keys) {
 KeyChooser::KeyChooser(const KeySpace& space, uint64_t seed)
     : space_(space), random_(seed), uniform_index_(0, space.size() - 1) {}
 
-std::string_view KeyChooser::Next() {
+size_t KeyChooser::NextIndex() {
   const std::vector<double>& cdf = space_.cdf();
-  if (cdf.empty()) return space_.name(uniform_index_(random_));
+  if (cdf.empty()) return uniform_index_(random_);
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(random_);
-  return space_.name(
-      static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
+  return static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
 }
 
 void ReplyCounts::CountError(std::string_view message) {
@@ -231,6 +247,10 @@ void ReplyCounts::Merge(const ReplyCounts& other) {
   denied += other.denied;
   if (errors == 0) first_error = other.first_error;
   errors += other.errors;
+  if (denied_keys.size() < other.denied_keys.size()) denied_keys.resize(other.denied_keys.size());
+  for (size_t key = 0; key < other.denied_keys.size(); ++key) {
+    if (other.denied_keys[key]) denied_keys[key] = true;
+  }
 }
 
 Status Session::TakeHandshakeReply(bool* done) {

@@ -40,7 +40,8 @@ class KeySpace {
 class KeyChooser {
  public:
   KeyChooser(const KeySpace& space, uint64_t seed);
-  std::string_view Next();
+  // The next key's index in the KeySpace.
+  size_t NextIndex();
 
  private:
   const KeySpace& space_;
@@ -54,6 +55,9 @@ struct ReplyCounts {
   uint64_t denied = 0;
   uint64_t errors = 0;      // error replies and, for tally, per-check errors
   std::string first_error;  // the first of them, for the report
+  // By key index, whether a check on it was denied; empty unless the session
+  // counts denied keys (LoadOptions::count_denied_keys).
+  std::vector<bool> denied_keys;
 
   void CountError(std::string_view message);
   void Merge(const ReplyCounts& other);

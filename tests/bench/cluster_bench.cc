@@ -28,17 +28,58 @@
 //     other node shows it suspect and dead (failure detection), restarted
 //     until every node shows it alive (rejoin), and SIGTERMed until every
 //     other node shows it left; --trials times, mean and max.
+//  6. replication overhead factor (overhead_bench.cc; for 3, 5 and 8 nodes):
+//     the CPU seconds of every tallyd process (utime + stime from
+//     /proc/<pid>/stat) per decision in a gossiping cluster, divided by the
+//     same in as many local-only nodes, for the same tally-loadgen run
+//     (--connections, depth 16, --overhead-checks checks of sliding_counter
+//     over every node, a new cluster for each run); --overhead-runs pairs of
+//     runs, the median factor and the range of the factors (the CPU time per
+//     decision grows when the machine is busy, so one pair is noisy). CPU time, so how many
+//     cores the nodes share does not matter. Read before the load and, for
+//     the cluster, once its gossip is quiet: no node's sent delta entries
+//     changed for 1 s (polled every 100 ms) and every node holds the same
+//     counts (inspect) of 16 keys sampled over the workload's key space; at
+//     most 30 s (then settle_ms is marked !). A node may defer sending keys
+//     far from their limits, so the load's end is not the gossip's. The
+//     wait is reported (settle_ms, that second included); the local-only
+//     nodes are polled for the same time. Three workloads: "far", every key far from its
+//     limit (100k uniform keys, the default limit 10^9 per 60 s); "2x",
+//     every key at twice its limit (75k uniform keys, each sent checks /
+//     75k on average, the limit half of that, a window of an hour that holds
+//     the run); "mixed", zipf(1.0) over 100k keys with one limit, what the
+//     key of rank 5000 gets on average, so that ~5% of the keys reach it
+//     (the share of keys denied at least once is reported, from
+//     tally-loadgen --count-denied-keys, for the cluster and for the
+//     local-only nodes, where every node counts alone);
+//  7. accuracy against one central node (accuracy_bench.cc; 3 and 5 nodes,
+//     each replication mode the daemon offers: plain gossip, --escrow):
+//     the same seeded schedule of arrivals replayed against the cluster and
+//     against one local-only node (which gets every client), sliding_counter,
+//     limit 100 per 1 s, admitted / central's admissions:
+//     a. demand below the limit: Poisson arrivals at 0.5x and 0.8x the
+//        limit, each from one of the nodes' clients at random, over
+//        --accuracy-windows windows; over the run and the lowest and
+//        highest window;
+//     b. a coordinated burst on a fresh key: 5x the limit at even intervals
+//        within 20 ms, dealt to every node in turn (4 clients per node, so
+//        that they keep up; the largest measured span of the sends is
+//        reported); --burst-trials trials, each on a fresh key; mean and max.
+//     The clients run pinned to --loadgen-cpu, away from the nodes.
+//
+// --only overhead or --only accuracy runs only part 6 or 7; --bucket-only
+// only 1c and 3b; by default every part runs.
 //
 // The nodes inherit this process's CPU affinity (the script pins it to CPU
 // 0); tally-loadgen runs pinned to --loadgen-cpu, so that one node and a
 // whole cluster get the same core to share.
+#include "tests/bench/cluster_bench.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <random>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,44 +93,12 @@
 namespace {
 
 using tally::Status;
+using tally::bench::Die;
+using tally::bench::Json;
+using tally::bench::Settings;
+using tally::bench::Start;
 using tally::cluster::LocalCluster;
 using Clock = std::chrono::steady_clock;
-
-struct Settings {
-  std::string tallyd;
-  std::string loadgen;
-  int loadgen_cpu = -1;
-  int windows = 3;
-  int samples = 200;
-  int trials = 3;
-  int duration_ms = 4'000;
-  bool bucket_only = false;
-  double single_node_decisions_per_s = 0;  // measured once, before the 3-node runs
-  int connections = 48;
-  uint64_t keys = 100'000;
-};
-
-std::vector<std::string> json_rows;
-
-void Json(const std::string& row) { json_rows.push_back(row); }
-
-[[noreturn]] void Die(const std::string& what, const Status& status) {
-  std::fprintf(stderr, "cluster_bench: %s: %s\n", what.c_str(), status.ToString().c_str());
-  std::exit(1);
-}
-
-std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
-                                    std::vector<std::string> flags = {}) {
-  LocalCluster::Options options;
-  options.tallyd_path = settings.tallyd;
-  options.nodes = nodes;
-  options.gossip = gossip;
-  options.node_args = {"--memory-only"};  // persistence has its own benchmark
-  options.node_args.insert(options.node_args.end(), flags.begin(), flags.end());
-  std::unique_ptr<LocalCluster> cluster;
-  if (Status status = LocalCluster::Start(options, &cluster); !status.ok()) Die("start", status);
-  return cluster;
-}
 
 // The modes of the admission tables: local-only nodes, a cluster, a cluster with escrow.
 struct Mode {
@@ -393,31 +402,10 @@ void Convergence(const Settings& settings, LocalCluster& cluster) {
 // Runs tally-loadgen against every node of the cluster; returns decisions/s.
 double Loadgen(const Settings& settings, LocalCluster& cluster, const std::string& label,
                const std::string& algorithm = "sliding_counter") {
-  std::vector<std::string> argv;
-  if (settings.loadgen_cpu >= 0)
-    argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
-  argv.insert(argv.end(),
-              {settings.loadgen, "--target", "tally", "--connections",
-               std::to_string(settings.connections), "--depth", "16", "--keys",
-               std::to_string(settings.keys), "--duration-ms", std::to_string(settings.duration_ms),
-               "--label", label, "--no-header", "--algorithm", algorithm});
-  for (size_t node = 0; node < cluster.size(); ++node) {
-    argv.insert(argv.end(),
-                {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
-  }
-  const std::string json_path = cluster.root() + "/" + label + ".json";
-  argv.insert(argv.end(), {"--json", json_path});
-  std::string out;
-  if (tally::cluster::RunCommand(argv, &out, settings.duration_ms + 30'000) != 0) {
-    Die("tally-loadgen", Status::IOError(out));
-  }
-  std::ifstream in(json_path);
-  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::smatch match;
-  if (!std::regex_search(json, match, std::regex("\"decisions_per_s\": ?([0-9.]+)"))) {
-    Die("tally-loadgen", Status::IOError("no decisions_per_s in " + json));
-  }
-  return std::stod(match[1]);
+  return tally::bench::RunLoadgen(settings, cluster, label,
+                                  {"--keys", std::to_string(settings.keys), "--duration-ms",
+                                   std::to_string(settings.duration_ms), "--algorithm", algorithm},
+                                  settings.duration_ms + 30'000)["decisions_per_s"];
 }
 
 tally::protocol::StatsReply Sum(LocalCluster& cluster) {
@@ -526,10 +514,27 @@ int main(int argc, char** argv) {
   app.add_option("--trials", settings.trials, "Membership trials")->capture_default_str();
   app.add_option("--duration-ms", settings.duration_ms, "Each load run")->capture_default_str();
   app.add_option("--json", json_path, "Write the results here (a JSON array)");
-  app.add_flag("--bucket-only", settings.bucket_only,
-               "Only the token bucket's figures (1c and 3b)");
+  CLI::Option* bucket_only = app.add_flag("--bucket-only", settings.bucket_only,
+                                          "Only the token bucket's figures (1c and 3b)");
+  app.add_option("--only", settings.only,
+                 "Only the replication overhead factor (6) or the accuracy against one central "
+                 "node (7)")
+      ->check(CLI::IsMember({"overhead", "accuracy"}))
+      ->excludes(bucket_only);
+  app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
+      ->capture_default_str();
+  app.add_option("--overhead-runs", settings.overhead_runs,
+                 "Pairs of runs (cluster, local-only) per row of part 6; the median is shown")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--accuracy-windows", settings.accuracy_windows,
+                 "Windows per Poisson run of part 7")
+      ->capture_default_str();
+  app.add_option("--burst-trials", settings.burst_trials, "Coordinated bursts per mode in part 7")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  const bool all = settings.only.empty() && !settings.bucket_only;
   if (settings.bucket_only) {
     for (const size_t nodes : {size_t{3}, size_t{5}}) {
       BucketAdmission(settings, nodes);
@@ -537,9 +542,8 @@ int main(int argc, char** argv) {
       BucketGossip(settings, *cluster);
     }
   }
-
   for (const size_t nodes : {size_t{3}, size_t{5}}) {
-    if (settings.bucket_only) break;
+    if (!all) break;
     if (nodes == 3) {
       auto single = Start(settings, 1, false);
       settings.single_node_decisions_per_s = Loadgen(settings, *single, "single-node");
@@ -554,13 +558,10 @@ int main(int argc, char** argv) {
     cluster.reset();
     Membership(settings, nodes);
   }
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << "[\n";
-    for (size_t i = 0; i < json_rows.size(); ++i)
-      out << json_rows[i] << (i + 1 < json_rows.size() ? ",\n" : "\n");
-    out << "]\n";
-    std::printf("\nresults: %s\n", json_path.c_str());
+  if (all || settings.only == "overhead") tally::bench::Overhead(settings);
+  if (all || settings.only == "accuracy") {
+    for (const size_t nodes : {size_t{3}, size_t{5}}) tally::bench::Accuracy(settings, nodes);
   }
+  if (!json_path.empty()) tally::bench::WriteJson(json_path);
   return 0;
 }

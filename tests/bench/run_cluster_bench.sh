@@ -5,10 +5,15 @@
 #
 # Every tallyd runs pinned to CPU 0 (the benchmark process is, and its nodes
 # inherit it) and tally-loadgen to CPU 1: one node and a whole cluster get the
-# same core. About 7 minutes.
+# same core. About 20 minutes.
 #
 # Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000),
-# TRIALS (3).
+# TRIALS (3), ONLY (empty: every part; "overhead": only the replication
+# overhead factor, about 9 minutes; "accuracy": only the accuracy against one
+# central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
+# ACCURACY_WINDOWS (10), BURST_TRIALS (5). For example:
+#   ONLY=overhead bash tests/bench/run_cluster_bench.sh
+#   ONLY=accuracy ACCURACY_WINDOWS=20 bash tests/bench/run_cluster_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${BUILD_DIR:-build}
@@ -21,5 +26,7 @@ loadgen_cpu=1
 "${server_cpu[@]}" "$build_dir/bin/cluster_bench" \
   --tallyd "$build_dir/bin/tallyd" --loadgen "$build_dir/bin/tally-loadgen" \
   --loadgen-cpu "$loadgen_cpu" --windows "${WINDOWS:-3}" --samples "${SAMPLES:-200}" \
-  --trials "${TRIALS:-3}" \
+  --trials "${TRIALS:-3}" ${ONLY:+--only "$ONLY"} \
+  --overhead-checks "${OVERHEAD_CHECKS:-1500000}" --overhead-runs "${OVERHEAD_RUNS:-3}" \
+  --accuracy-windows "${ACCURACY_WINDOWS:-10}" --burst-trials "${BURST_TRIALS:-5}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
