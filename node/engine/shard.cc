@@ -364,6 +364,54 @@ void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& sp
   });
 }
 
+const void* Shard::PrefetchProbableEntry(size_t hash, const LimitSpec& spec) {
+  const void* probable = nullptr;
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      probable = limit_class->table->Probable(hash);
+    }
+  });
+  if (probable) __builtin_prefetch(probable);
+  return probable;
+}
+
+void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level) {
+  if (!entry) return;
+  const auto prefetch = [](const void* address) {
+    if (address) __builtin_prefetch(address);
+  };
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: {
+      const auto& remote = static_cast<const CounterEntry*>(entry)->remote;
+      if (remote && level == 0) prefetch(remote.get());
+      if (remote && level == 1) {
+        // The slots of the windows the snapshot brings.
+        if (!snapshot.counts.current.empty()) prefetch(remote->current.slots().data());
+        if (!snapshot.counts.previous.empty()) prefetch(remote->previous.slots().data());
+      }
+      break;
+    }
+    case Algorithm::kSlidingWindowLog: {
+      const auto* log = static_cast<const LogEntry*>(entry);
+      if (level == 0) {
+        prefetch(log->own.stamps.data());
+        prefetch(log->remote.get());
+      }
+      if (level == 1 && log->remote) prefetch(log->remote->nodes.data());
+      break;
+    }
+    case Algorithm::kTokenBucket: {
+      const auto& nodes = static_cast<const BucketEntry*>(entry)->state.nodes;
+      if (level == 0) prefetch(nodes.data());
+      if (level == 1) {
+        for (const NodeSlices& node : nodes) prefetch(node.counts.data());
+      }
+      break;
+    }
+  }
+}
+
 bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
                  int64_t now_ms, KeySnapshot* snapshot) {
   snapshot->key.assign(key);

@@ -93,6 +93,15 @@ struct alignas(64) Shard {
   // the entry. They change nothing.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+  // And for Limiter::MergeBatch, which goes deeper: after PrefetchIndex, the
+  // entry a key of this hash probably is (found without reading any entry;
+  // it may be another key's, or null) is prefetched and returned; then, for
+  // that entry, the memory outside it that merging the snapshot reads (other
+  // nodes' slots, stamps or slices): level 0 once the entry has arrived, what
+  // it points to; level 1 once that has, what that points to. The entry is
+  // valid only while mu stays held.
+  const void* PrefetchProbableEntry(size_t hash, const LimitSpec& spec);
+  void PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level);
 
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
