@@ -111,7 +111,7 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   const int64_t wall_ms = options_.clock->WallMs();
   // Stage 1 of request i runs with stage 2 of request i - kDistance and stage 3
   // of request i - 2 * kDistance, so that each check finds its memory cached.
-  constexpr size_t kDistance = 12;
+  constexpr size_t kDistance = 6;
   const size_t count = std::min(requests.size(), results.size());
   std::vector<size_t> hashes(count);
   auto valid = [&](size_t i) { return results[i].status.ok(); };
@@ -224,7 +224,7 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   // locked when stage 0 reaches its first snapshot and unlocked after its
   // last merge: once per batch, a few at a time, always in increasing order
   // (every other path holds one shard at a time), so no deadlock.
-  constexpr size_t kDistance = 4;
+  constexpr size_t kDistance = 6;
   constexpr size_t kDepth = 4 * kDistance;
   const int64_t wall_ms = options_.clock->WallMs();
   std::array<std::unique_lock<std::mutex>, kShardCount> locks;
@@ -254,7 +254,7 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
     if (k >= kDepth) {
       const MergeItem& item = scratch.items[k - kDepth];
       *item.status = shards_[item.shard].Merge(budget_, *item.snapshot, item.hash, options_.node_id,
-                                               now_ms[item.shard]);
+                                               now_ms[item.shard], item.entry);
       if (k - kDepth + 1 == valid || scratch.items[k - kDepth + 1].shard != item.shard) {
         locks[item.shard].unlock();
       }

@@ -31,6 +31,16 @@ Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
   return limit_class ? limit_class->table->Find(key, hash) : nullptr;
 }
 
+// The same, trying first `probable`: an entry PrefetchProbableEntry returned
+// for this key's class, mu held since (so it is an entry of that class's
+// table, perhaps since erased or reused): it is the key's if it holds the key.
+template <typename Entry>
+Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                 std::string_view key, size_t hash, const void* probable) {
+  auto* entry = static_cast<Entry*>(const_cast<void*>(probable));
+  return entry && entry->key.view() == key ? entry : FindEntry(classes, spec, key, hash);
+}
+
 template <typename Entry>
 size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
   size_t freed = 0;
@@ -445,11 +455,11 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
 }
 
 Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-                    int64_t now_ms) {
+                    int64_t now_ms, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();  // nothing live to add
-    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash, probable);
     if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
       return status;
     }
@@ -458,7 +468,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     return Status::OK();
   }
   if (spec.algorithm == Algorithm::kTokenBucket)
-    return MergeBucketSnapshot(budget, snapshot, hash, now_ms);
+    return MergeBucketSnapshot(budget, snapshot, hash, now_ms, probable);
   const WindowCounts& counts = snapshot.counts;
   const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
   if (counts.window_index > now_window + 1) {
@@ -466,7 +476,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
                                    " are more than one window ahead of this node's window " +
                                    std::to_string(now_window) + " (clock skew?)");
   }
-  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
+  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash, probable);
   if (!entry) {
     const bool holds_live_counts = counts.window_index > now_window - WindowsKept(spec.algorithm) &&
                                    !(counts.current.empty() && counts.previous.empty());
@@ -484,7 +494,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
 }
 
 Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                                  int64_t now_ms) {
+                                  int64_t now_ms, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   const int64_t base_slice = BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms));
   if (snapshot.bucket.base_slice > base_slice + kBucketSlicesPerPeriod) {
@@ -493,7 +503,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
                                    " are more than a period ahead of this node's " +
                                    std::to_string(base_slice) + " (clock skew?)");
   }
-  BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash);
+  BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash, probable);
   if (!entry) {
     if (BucketFullAtMs(snapshot.bucket, spec.window_ms) <= now_ms) return Status::OK();
     if (Status status = Ensure(budget, buckets, spec, snapshot.key, now_ms, &entry); !status.ok()) {

@@ -106,10 +106,12 @@ struct alignas(64) Shard {
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
   // snapshot's state (a bucket: the join of node/common/bucket_slices.h).
+  // `probable`: what PrefetchProbableEntry returned for the snapshot, mu held
+  // since, or null; it saves the lookup when it is the key's entry.
   bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
             KeySnapshot* snapshot);
   Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-               int64_t now_ms);
+               int64_t now_ms, const void* probable = nullptr);
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
@@ -150,7 +152,7 @@ struct alignas(64) Shard {
                   uint64_t cost, int64_t now_ms, Decision* decision);
   // Merge for a token bucket key: folds to this node's base, then joins.
   Status MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                             int64_t now_ms);
+                             int64_t now_ms, const void* probable);
   Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                      uint64_t cost, int64_t now_ms, Decision* decision);
 };
