@@ -31,6 +31,14 @@ Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
   return limit_class ? limit_class->table->Find(key, hash) : nullptr;
 }
 
+// Prefetches the cache lines of *object, if any (it may span two).
+template <typename T>
+void PrefetchObject(const T* object) {
+  if (!object) return;
+  __builtin_prefetch(object);
+  __builtin_prefetch(reinterpret_cast<const char*>(object) + sizeof(T) - 1);
+}
+
 // The same, trying first `probable`: an entry PrefetchProbableEntry returned
 // for this key's class, mu held since (so it is an entry of that class's
 // table, perhaps since erased or reused): it is the key's if it holds the key.
@@ -378,10 +386,11 @@ const void* Shard::PrefetchProbableEntry(size_t hash, const LimitSpec& spec) {
   const void* probable = nullptr;
   WithClasses(spec.algorithm, [&](auto& classes) {
     if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
-      probable = limit_class->table->Probable(hash);
+      const auto* entry = limit_class->table->Probable(hash);
+      PrefetchObject(entry);
+      probable = entry;
     }
   });
-  if (probable) __builtin_prefetch(probable);
   return probable;
 }
 
@@ -394,7 +403,11 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter: {
       const auto& remote = static_cast<const CounterEntry*>(entry)->remote;
-      if (remote && level == 0) prefetch(remote.get());
+      if (remote && level == 0) {
+        // The counters of the windows the snapshot brings.
+        if (!snapshot.counts.current.empty()) PrefetchObject(&remote->current);
+        if (!snapshot.counts.previous.empty()) PrefetchObject(&remote->previous);
+      }
       if (remote && level == 1) {
         // The slots of the windows the snapshot brings.
         if (!snapshot.counts.current.empty()) prefetch(remote->current.slots().data());

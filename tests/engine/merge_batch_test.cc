@@ -76,7 +76,7 @@ KeySnapshot RandomSnapshot(std::mt19937_64& rng, int64_t now_ms, size_t keys) {
         stamps.node = node;
         int64_t at_ms = now_ms - window_ms - 5 + static_cast<int64_t>(Uniform(rng, 0, 10));
         for (uint64_t count = Uniform(rng, 1, 4); count > 0; --count) {
-          at_ms += static_cast<int64_t>(Uniform(rng, 1, static_cast<uint64_t>(window_ms) / 2));
+          at_ms += static_cast<int64_t>(Uniform(rng, 1, static_cast<uint64_t>(window_ms + 1) / 2));
           stamps.stamps.push_back({at_ms, Uniform(rng, 1, 9)});
         }
       }
