@@ -77,6 +77,29 @@ bool AllLinksDown(const LocalCluster& cluster, size_t node) {
   });
 }
 
+// Node 5, alone (its seed is nobody), serving a gossip port under `secret`
+// (written into `dir`), for hand-made peers.
+std::unique_ptr<cluster::NodeProcess> StartGossipingNode(const std::string& secret,
+                                                         const TempDir& dir) {
+  std::ofstream(dir.Path("secret")) << secret << "\n";
+  cluster::NodeProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--node-id",
+                  "5",
+                  "--seed",
+                  "127.0.0.1:1",
+                  "--recovery-timeout-ms",
+                  "0",
+                  "--cluster-secret-file",
+                  dir.Path("secret")};
+  options.gossip_port = true;
+  std::unique_ptr<cluster::NodeProcess> node;
+  const Status started = cluster::NodeProcess::Start(options, &node);
+  REQUIRE_MESSAGE(started.ok(), started.ToString());
+  REQUIRE(node->WaitForGossipPort(1'000).ok());
+  return node;
+}
+
 int64_t WallMs() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -376,22 +399,7 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
 TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from members") {
   const std::string secret = "a secret the members share";
   TempDir dir;
-  std::ofstream(dir.Path("secret")) << secret << "\n";
-  cluster::NodeProcess::Options options;
-  options.tallyd_path = TALLYD_PATH;
-  options.args = {"--node-id",
-                  "5",
-                  "--seed",
-                  "127.0.0.1:1",
-                  "--recovery-timeout-ms",
-                  "0",
-                  "--cluster-secret-file",
-                  dir.Path("secret")};
-  options.gossip_port = true;
-  std::unique_ptr<cluster::NodeProcess> node;
-  const Status started = cluster::NodeProcess::Start(options, &node);
-  REQUIRE_MESSAGE(started.ok(), started.ToString());
-  REQUIRE(node->WaitForGossipPort(1'000).ok());
+  const std::unique_ptr<cluster::NodeProcess> node = StartGossipingNode(secret, dir);
   const uint16_t port = node->gossip_port();
   const LimitSpec spec{Algorithm::kFixedWindow, 100, kDayMs};
   const auto state = [&](uint64_t count) {
@@ -454,22 +462,7 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
 TEST_CASE("cluster: a peer's entry that cannot merge is counted, the others merged") {
   const std::string secret = "a secret the members share";
   TempDir dir;
-  std::ofstream(dir.Path("secret")) << secret << "\n";
-  cluster::NodeProcess::Options options;
-  options.tallyd_path = TALLYD_PATH;
-  options.args = {"--node-id",
-                  "5",
-                  "--seed",
-                  "127.0.0.1:1",
-                  "--recovery-timeout-ms",
-                  "0",
-                  "--cluster-secret-file",
-                  dir.Path("secret")};
-  options.gossip_port = true;
-  std::unique_ptr<cluster::NodeProcess> node;
-  const Status started = cluster::NodeProcess::Start(options, &node);
-  REQUIRE_MESSAGE(started.ok(), started.ToString());
-  REQUIRE(node->WaitForGossipPort(1'000).ok());
+  const std::unique_ptr<cluster::NodeProcess> node = StartGossipingNode(secret, dir);
   const LimitSpec spec{Algorithm::kFixedWindow, 100, kDayMs};
   constexpr int kKeys = 1'500;
   constexpr int kAhead = 700;  // the entry two windows ahead: refused (clock skew)
