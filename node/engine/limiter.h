@@ -121,7 +121,10 @@ class Limiter {
   // the shards are visited in turn (every snapshot of a key without room is
   // refused). The spans must be of equal size.
   // Faster per key than Merge: each shard is locked once per batch, and the
-  // memory of its later snapshots is prefetched while earlier ones merge.
+  // memory of later snapshots is prefetched while earlier ones merge. A
+  // shard's lock is held from the prefetch of its first snapshot to the merge
+  // of its last, with the next few shards' (taken in increasing order, while
+  // every other method holds one at a time: no deadlock).
   // Scratch memory is the calling thread's (thread_local in limiter.cc): it
   // grows to the largest batch that thread merged, then no call allocates.
   void MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses);
