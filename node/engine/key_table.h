@@ -125,7 +125,9 @@ class KeyTable {
     std::string_view key;
     size_t hash;
   };
-  // Matches the first handle the index holds under the hash's control bits.
+  // Matches the first handle the index holds under the hash's control bits
+  // (Eq says yes to any handle: Abseil's find, as Debian 12 ships it, does not
+  // cross-check Eq against the hash).
   struct HashOnly {
     size_t hash;
   };

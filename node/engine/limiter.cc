@@ -111,7 +111,7 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   const int64_t wall_ms = options_.clock->WallMs();
   // Stage 1 of request i runs with stage 2 of request i - kDistance and stage 3
   // of request i - 2 * kDistance, so that each check finds its memory cached.
-  constexpr size_t kDistance = 6;
+  constexpr size_t kDistance = 12;
   const size_t count = std::min(requests.size(), results.size());
   std::vector<size_t> hashes(count);
   auto valid = [&](size_t i) { return results[i].status.ok(); };
