@@ -185,38 +185,49 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
 Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotSink& sink,
                        uint64_t* keys) {
   *keys = 0;
-  if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
-    return Status::Corruption("peer state of an unknown algorithm");
-  }
+  PeerClassDecoder decoder(view, sender);
   KeySnapshot snapshot;
-  snapshot.algorithm = view.algorithm;
-  snapshot.window_ms = view.window_ms;
-  std::string_view in = view.keys;
-  int64_t window_index = 0;  // or the base slice of a bucket
-  while (!in.empty()) {
-    bool decoded = GetKey(&in, &snapshot.key);
-    if (decoded && view.algorithm == Algorithm::kTokenBucket) {
-      decoded = GetBucket(&in, sender, &window_index, &snapshot.bucket);
-    } else if (decoded && IsLog(view.algorithm)) {
-      uint64_t nodes = 0;
-      decoded = GetCount(&in, 2, &nodes);
-      snapshot.log.resize(decoded ? nodes : 0);
-      for (NodeStamps& node : snapshot.log) {
-        if (!decoded) break;
-        decoded = GetNode(&in, sender, &node.node) && GetStamps(&in, &node.stamps);
-      }
-    } else if (decoded) {
-      uint64_t step = 0;
-      decoded = GetVarint(&in, &step) && GetCounter(&in, sender, &snapshot.counts.current) &&
-                GetCounter(&in, sender, &snapshot.counts.previous);
-      window_index = Stepped(window_index, step);
-      snapshot.counts.window_index = window_index;
-    }
-    if (!decoded) return Status::Corruption("peer state does not decode");
+  while (decoder.Next(&snapshot)) {
     sink(snapshot);
     ++*keys;
   }
-  return Status::OK();
+  return decoder.status();
+}
+
+PeerClassDecoder::PeerClassDecoder(const PeerClassView& view, NodeId sender)
+    : algorithm_(view.algorithm), window_ms_(view.window_ms), sender_(sender), in_(view.keys) {
+  if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
+    status_ = Status::Corruption("peer state of an unknown algorithm");
+  }
+}
+
+bool PeerClassDecoder::Next(KeySnapshot* snapshot) {
+  if (in_.empty() || !status_.ok()) return false;
+  snapshot->algorithm = algorithm_;
+  snapshot->window_ms = window_ms_;
+  bool decoded = GetKey(&in_, &snapshot->key);
+  if (decoded && algorithm_ == Algorithm::kTokenBucket) {
+    decoded = GetBucket(&in_, sender_, &window_index_, &snapshot->bucket);
+  } else if (decoded && IsLog(algorithm_)) {
+    uint64_t nodes = 0;
+    decoded = GetCount(&in_, 2, &nodes);
+    snapshot->log.resize(decoded ? nodes : 0);
+    for (NodeStamps& node : snapshot->log) {
+      if (!decoded) break;
+      decoded = GetNode(&in_, sender_, &node.node) && GetStamps(&in_, &node.stamps);
+    }
+  } else if (decoded) {
+    uint64_t step = 0;
+    decoded = GetVarint(&in_, &step) && GetCounter(&in_, sender_, &snapshot->counts.current) &&
+              GetCounter(&in_, sender_, &snapshot->counts.previous);
+    window_index_ = Stepped(window_index_, step);
+    snapshot->counts.window_index = window_index_;
+  }
+  if (!decoded) {
+    status_ = Status::Corruption("peer state does not decode");
+    return false;
+  }
+  return true;
 }
 
 std::string PeerVersionMismatch(uint32_t peer_version) {

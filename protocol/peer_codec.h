@@ -90,6 +90,28 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
 Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotSink& sink,
                        uint64_t* keys);
 
+// The same, one entry at a time into snapshots the caller owns and reuses (a
+// batch of them keeps its strings' and vectors' memory), so that decoding
+// allocates nothing once they have grown. The view's bytes must outlive it.
+class PeerClassDecoder {
+ public:
+  PeerClassDecoder(const PeerClassView& view, NodeId sender);
+  // Decodes the next entry into *snapshot: its key, algorithm, window_ms and
+  // the member of its algorithm (the others keep what they held). False at
+  // the end of the class or on bytes that do not decode; status() says which.
+  bool Next(KeySnapshot* snapshot);
+  // OK, or Corruption (an unknown algorithm, or bytes that do not decode).
+  const Status& status() const { return status_; }
+
+ private:
+  const Algorithm algorithm_;
+  const uint64_t window_ms_;
+  const NodeId sender_;
+  std::string_view in_;
+  int64_t window_index_ = 0;  // the previous entry's, or the base slice of a bucket
+  Status status_;
+};
+
 // Append one frame to *out.
 // A hello says peer_version; 0 writes what builds before version 2 wrote (no
 // version at all), for tests of the refusal.

@@ -51,6 +51,14 @@ class KeyTable {
     asm volatile("" ::: "memory");
   }
 
+  // The entry that a key of this hash probably is, found by the hash alone:
+  // reads the index (PrefetchIndex it first) and no entry, so that the entry
+  // can be prefetched. It may be another key's, or null; only for cache hints.
+  const Entry* Probable(size_t hash) const {
+    auto it = index_.find(HashOnly{hash});
+    return it == index_.end() ? nullptr : &At(*it);
+  }
+
   // Adds a default entry for a key that is not present; returns it.
   Entry* Insert(std::string_view key) {
     uint32_t handle;
@@ -117,11 +125,18 @@ class KeyTable {
     std::string_view key;
     size_t hash;
   };
+  // Matches the first handle the index holds under the hash's control bits
+  // (Eq says yes to any handle: Abseil's find, as Debian 12 ships it, does not
+  // cross-check Eq against the hash).
+  struct HashOnly {
+    size_t hash;
+  };
   struct IndexHash {
     using is_transparent = void;
     const KeyTable* table;
     size_t operator()(uint32_t handle) const { return HashKey(table->At(handle).key.view()); }
     size_t operator()(const Probe& probe) const { return probe.hash; }
+    size_t operator()(const HashOnly& probe) const { return probe.hash; }
   };
   struct IndexEq {
     using is_transparent = void;
@@ -131,6 +146,8 @@ class KeyTable {
       return table->At(handle).key.view() == probe.key;
     }
     bool operator()(const Probe& probe, uint32_t handle) const { return (*this)(handle, probe); }
+    bool operator()(uint32_t, const HashOnly&) const { return true; }
+    bool operator()(const HashOnly&, uint32_t) const { return true; }
   };
 
   Entry& At(uint32_t handle) const {

@@ -1,6 +1,7 @@
 #include "node/engine/limiter.h"
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -44,6 +45,32 @@ Status ValidateBucket(const BucketSlices& bucket) {
   return Status::OK();
 }
 
+// Merge's checks of a snapshot: only the member of its algorithm counts.
+Status ValidateMerge(const KeySnapshot& snapshot) {
+  if (Status status = ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
+      !status.ok()) {
+    return status;
+  }
+  if (snapshot.algorithm == Algorithm::kSlidingWindowLog) return ValidateLog(snapshot.log);
+  if (snapshot.algorithm == Algorithm::kTokenBucket) return ValidateBucket(snapshot.bucket);
+  return Status::OK();
+}
+
+// MergeBatch's scratch, one per thread: grown to the largest batch the thread
+// has merged, then reused, so that a batch allocates nothing.
+struct MergeItem {
+  const KeySnapshot* snapshot;
+  Status* status;
+  size_t hash;                  // HashKey(snapshot->key)
+  size_t shard;                 // its index
+  const void* entry = nullptr;  // Shard::PrefetchProbableEntry's, for cache hints only
+};
+struct MergeScratch {
+  std::vector<size_t> hashes;    // by snapshot: HashKey of its key (when valid)
+  std::vector<MergeItem> items;  // the valid snapshots grouped by shard, each in batch order
+};
+thread_local MergeScratch merge_scratch;
+
 }  // namespace
 
 Limiter::Limiter(const Options& options)
@@ -67,7 +94,9 @@ Limiter::Limiter(const Options& options)
 
 Limiter::~Limiter() = default;
 
-Shard& Limiter::ShardFor(size_t hash) { return shards_[hash >> (64 - kShardBits)]; }
+size_t Limiter::ShardIndex(size_t hash) { return hash >> (64 - kShardBits); }
+
+Shard& Limiter::ShardFor(size_t hash) { return shards_[ShardIndex(hash)]; }
 
 template <typename F>
 auto Limiter::InShard(size_t hash, F&& f) {
@@ -163,16 +192,79 @@ Status Limiter::Erase(std::string_view key, const LimitSpec& spec) {
 }
 
 Status Limiter::Merge(const KeySnapshot& snapshot) {
-  if (Status status = ValidateReplicated(snapshot.key, {snapshot.algorithm, 0, snapshot.window_ms});
-      !status.ok()) {
-    return status;
-  }
-  if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
-  if (Status status = ValidateBucket(snapshot.bucket); !status.ok()) return status;
+  if (Status status = ValidateMerge(snapshot); !status.ok()) return status;
   const size_t hash = HashKey(snapshot.key);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms);
   });
+}
+
+void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses) {
+  const size_t count = std::min(snapshots.size(), statuses.size());
+  MergeScratch& scratch = merge_scratch;
+  scratch.hashes.resize(count);
+  // Group the valid snapshots by shard, stably: count each shard's, then place them.
+  std::array<size_t, kShardCount + 1> starts{};
+  for (size_t i = 0; i < count; ++i) {
+    statuses[i] = ValidateMerge(snapshots[i]);
+    if (!statuses[i].ok()) continue;
+    scratch.hashes[i] = HashKey(snapshots[i].key);
+    ++starts[ShardIndex(scratch.hashes[i]) + 1];
+  }
+  for (size_t s = 0; s < kShardCount; ++s) starts[s + 1] += starts[s];
+  const size_t valid = starts[kShardCount];
+  scratch.items.resize(valid);
+  std::array<size_t, kShardCount> next;
+  std::copy_n(starts.begin(), kShardCount, next.begin());
+  for (size_t i = 0; i < count; ++i) {
+    if (!statuses[i].ok()) continue;
+    const size_t shard = ShardIndex(scratch.hashes[i]);
+    scratch.items[next[shard]++] = {&snapshots[i], &statuses[i], scratch.hashes[i], shard};
+  }
+  // One pipeline over the whole batch, in shard order: stage 0 of the k-th
+  // snapshot (its index slot) runs with stage 1 of the (k - kDistance)-th
+  // (its entry), stages 2 and 3 of the (k - 2 and 3 * kDistance)-th (what the
+  // entry points to, and what that points to) and the merge of the
+  // (k - kDepth)-th, so that each merge finds its memory cached. A shard is
+  // locked when stage 0 reaches its first snapshot and unlocked after its
+  // last merge: once per batch, a few at a time, always in increasing order
+  // (every other path holds one shard at a time), so no deadlock.
+  constexpr size_t kDistance = 6;
+  constexpr size_t kDepth = 4 * kDistance;
+  const int64_t wall_ms = options_.clock->WallMs();
+  std::array<std::unique_lock<std::mutex>, kShardCount> locks;
+  std::array<int64_t, kShardCount> now_ms;
+  const auto spec_of = [](const KeySnapshot& snapshot) {
+    return LimitSpec{snapshot.algorithm, 0, snapshot.window_ms};
+  };
+  for (size_t k = 0; k < valid + kDepth; ++k) {
+    if (k < valid) {
+      const MergeItem& item = scratch.items[k];
+      if (!locks[item.shard].owns_lock()) {
+        locks[item.shard] = std::unique_lock<std::mutex>(shards_[item.shard].mu);
+        now_ms[item.shard] = shards_[item.shard].Now(wall_ms);
+      }
+      shards_[item.shard].PrefetchIndex(item.snapshot->key, item.hash, spec_of(*item.snapshot));
+    }
+    if (k >= kDistance && k - kDistance < valid) {
+      MergeItem& item = scratch.items[k - kDistance];
+      item.entry = shards_[item.shard].PrefetchProbableEntry(item.hash, spec_of(*item.snapshot));
+    }
+    for (size_t level = 0; level < 2; ++level) {
+      const size_t behind = (2 + level) * kDistance;
+      if (k < behind || k - behind >= valid) continue;
+      const MergeItem& item = scratch.items[k - behind];
+      shards_[item.shard].PrefetchMergeState(item.entry, *item.snapshot, level);
+    }
+    if (k >= kDepth) {
+      const MergeItem& item = scratch.items[k - kDepth];
+      *item.status = shards_[item.shard].Merge(budget_, *item.snapshot, item.hash, options_.node_id,
+                                               now_ms[item.shard], item.entry);
+      if (k - kDepth + 1 == valid || scratch.items[k - kDepth + 1].shard != item.shard) {
+        locks[item.shard].unlock();
+      }
+    }
+  }
 }
 
 void Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred) {

@@ -119,6 +119,23 @@ class Limiter {
   Status Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot);
   Status Merge(const KeySnapshot& snapshot);
 
+  // Merge for each snapshot, as if all arrived at one instant (one clock
+  // reading): statuses[i] is what Merge(snapshots[i]) returns, and a failed
+  // entry changes nothing, as there. The state afterwards is what merging them
+  // one by one in order leaves: the snapshots of one shard (duplicates of a key
+  // included) are merged in their order, those of other shards hold other
+  // keys. One difference: at max_keys, which keys find room may differ, as
+  // the shards are visited in turn (every snapshot of a key without room is
+  // refused). The spans must be of equal size.
+  // Faster per key than Merge: each shard is locked once per batch, and the
+  // memory of later snapshots is prefetched while earlier ones merge. A
+  // shard's lock is held from the prefetch of its first snapshot to the merge
+  // of its last, with the next few shards' (taken in increasing order, while
+  // every other method holds one at a time: no deadlock).
+  // Scratch memory is the calling thread's (thread_local in limiter.cc): it
+  // grows to the largest batch that thread merged, then no call allocates.
+  void MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses);
+
   // With Options::replicate: hands the sink, for each key admitted to since
   // the previous call and due now (Options::gossip_max_delay_ms; every one,
   // with flush_deferred, as before leaving the cluster), this node's own
@@ -169,6 +186,7 @@ class Limiter {
  private:
   static constexpr int64_t kCapSweepIntervalMs = 100;
 
+  static size_t ShardIndex(size_t hash);
   Shard& ShardFor(size_t hash);
   // Check after validation; retries once after a sweep at the key cap.
   Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,

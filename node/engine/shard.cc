@@ -30,6 +30,24 @@ Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
   return limit_class ? limit_class->table->Find(key, hash) : nullptr;
 }
 
+// Prefetches the cache lines of *object, if any (it may span two).
+template <typename T>
+void PrefetchObject(const T* object) {
+  if (!object) return;
+  __builtin_prefetch(object);
+  __builtin_prefetch(reinterpret_cast<const char*>(object) + sizeof(T) - 1);
+}
+
+// The same, trying first `probable`: an entry PrefetchProbableEntry returned
+// for this key's class, mu held since (so it is an entry of that class's
+// table, perhaps since erased or reused): it is the key's if it holds the key.
+template <typename Entry>
+Entry* FindEntry(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
+                 std::string_view key, size_t hash, const void* probable) {
+  auto* entry = static_cast<Entry*>(const_cast<void*>(probable));
+  return entry && entry->key.view() == key ? entry : FindEntry(classes, spec, key, hash);
+}
+
 template <typename Entry>
 size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
   size_t freed = 0;
@@ -311,6 +329,59 @@ void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& sp
   });
 }
 
+const void* Shard::PrefetchProbableEntry(size_t hash, const LimitSpec& spec) {
+  const void* probable = nullptr;
+  WithClasses(spec.algorithm, [&](auto& classes) {
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      const auto* entry = limit_class->table->Probable(hash);
+      PrefetchObject(entry);
+      probable = entry;
+    }
+  });
+  return probable;
+}
+
+void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level) {
+  if (!entry) return;
+  const auto prefetch = [](const void* address) {
+    if (address) __builtin_prefetch(address);
+  };
+  switch (snapshot.algorithm) {
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindowCounter: {
+      const auto& remote = static_cast<const CounterEntry*>(entry)->remote;
+      if (remote && level == 0) {
+        // The counters of the windows the snapshot brings.
+        if (!snapshot.counts.current.empty()) PrefetchObject(&remote->current);
+        if (!snapshot.counts.previous.empty()) PrefetchObject(&remote->previous);
+      }
+      if (remote && level == 1) {
+        // The slots of the windows the snapshot brings.
+        if (!snapshot.counts.current.empty()) prefetch(remote->current.slots().data());
+        if (!snapshot.counts.previous.empty()) prefetch(remote->previous.slots().data());
+      }
+      break;
+    }
+    case Algorithm::kSlidingWindowLog: {
+      const auto* log = static_cast<const LogEntry*>(entry);
+      if (level == 0) {
+        prefetch(log->own.stamps.data());
+        prefetch(log->remote.get());
+      }
+      if (level == 1 && log->remote) prefetch(log->remote->nodes.data());
+      break;
+    }
+    case Algorithm::kTokenBucket: {
+      const auto& nodes = static_cast<const BucketEntry*>(entry)->state.nodes;
+      if (level == 0) prefetch(nodes.data());
+      if (level == 1) {
+        for (const NodeSlices& node : nodes) prefetch(node.counts.data());
+      }
+      break;
+    }
+  }
+}
+
 bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,
                  int64_t now_ms, KeySnapshot* snapshot) {
   snapshot->key.assign(key);
@@ -344,11 +415,11 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
 }
 
 Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-                    int64_t now_ms) {
+                    int64_t now_ms, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();  // nothing live to add
-    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash);
+    LogEntry* entry = FindEntry(logs, spec, snapshot.key, hash, probable);
     if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
       return status;
     }
@@ -357,7 +428,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     return Status::OK();
   }
   if (spec.algorithm == Algorithm::kTokenBucket)
-    return MergeBucketSnapshot(budget, snapshot, hash, now_ms);
+    return MergeBucketSnapshot(budget, snapshot, hash, now_ms, probable);
   const WindowCounts& counts = snapshot.counts;
   const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
   if (counts.window_index > now_window + 1) {
@@ -365,7 +436,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
                                    " are more than one window ahead of this node's window " +
                                    std::to_string(now_window) + " (clock skew?)");
   }
-  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash);
+  CounterEntry* entry = FindEntry(counters, spec, snapshot.key, hash, probable);
   if (!entry) {
     const bool holds_live_counts = counts.window_index > now_window - WindowsKept(spec.algorithm) &&
                                    !(counts.current.empty() && counts.previous.empty());
@@ -383,7 +454,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
 }
 
 Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                                  int64_t now_ms) {
+                                  int64_t now_ms, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   const int64_t base_slice = BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms));
   if (snapshot.bucket.base_slice > base_slice + kBucketSlicesPerPeriod) {
@@ -392,7 +463,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
                                    " are more than a period ahead of this node's " +
                                    std::to_string(base_slice) + " (clock skew?)");
   }
-  BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash);
+  BucketEntry* entry = FindEntry(buckets, spec, snapshot.key, hash, probable);
   if (!entry) {
     if (BucketFullAtMs(snapshot.bucket, spec.window_ms) <= now_ms) return Status::OK();
     if (Status status = Ensure(budget, buckets, spec, snapshot.key, now_ms, &entry); !status.ok()) {

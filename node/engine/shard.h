@@ -98,14 +98,25 @@ struct alignas(64) Shard {
   // the entry. They change nothing.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+  // And for Limiter::MergeBatch, which goes deeper: after PrefetchIndex, the
+  // entry a key of this hash probably is (found without reading any entry;
+  // it may be another key's, or null) is prefetched and returned; then, for
+  // that entry, the memory outside it that merging the snapshot reads (other
+  // nodes' slots, stamps or slices): level 0 once the entry has arrived, what
+  // it points to; level 1 once that has, what that points to. The entry is
+  // valid only while mu stays held.
+  const void* PrefetchProbableEntry(size_t hash, const LimitSpec& spec);
+  void PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level);
 
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
   // snapshot's state (a bucket: the join of node/common/bucket_slices.h).
+  // `probable`: what PrefetchProbableEntry returned for the snapshot, mu held
+  // since, or null; it saves the lookup when it is the key's entry.
   bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
             KeySnapshot* snapshot);
   Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-               int64_t now_ms);
+               int64_t now_ms, const void* probable = nullptr);
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
@@ -152,7 +163,7 @@ struct alignas(64) Shard {
                   uint64_t cost, int64_t now_ms, Decision* decision);
   // Merge for a token bucket key: folds to this node's base, then joins.
   Status MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                             int64_t now_ms);
+                             int64_t now_ms, const void* probable);
   Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                      uint64_t cost, int64_t now_ms, Decision* decision);
 };

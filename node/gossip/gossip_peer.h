@@ -192,7 +192,11 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
  private:
   asio::awaitable<void> Run();
   asio::awaitable<Status> Serve();
+  // Merges the message's state kMergeBatchKeys entries at a time
+  // (Limiter::MergeBatch); a rejected entry is counted and logged.
   Status Merge(const protocol::PeerMessage& message);
+  // Merges merge_batch_[0, pending); adds the entries merged to *merged.
+  void MergeDecoded(size_t pending, uint64_t* merged);
   void MergeMembers(std::span<const protocol::MemberRecord> members);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)
   // or closed (-1), entries merged, a full sync completed.
@@ -212,6 +216,12 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   bool counted_ = false;  // counted among the node's open sessions
   bool refused_ = false;
   int64_t last_frame_ms_;
+  // Decoded entries waiting to be merged, and their statuses: grown to at
+  // most kMergeBatchKeys, then reused with their memory (no allocation per
+  // entry). Like every member, the gossip thread's.
+  static constexpr size_t kMergeBatchKeys = 1'024;
+  std::vector<KeySnapshot> merge_batch_;
+  std::vector<Status> merge_statuses_;
 };
 
 }  // namespace tally

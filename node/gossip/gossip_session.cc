@@ -220,26 +220,43 @@ asio::awaitable<Status> PeerSession::Serve() {
 
 Status PeerSession::Merge(const protocol::PeerMessage& message) {
   uint64_t merged = 0;
+  size_t pending = 0;
   for (const protocol::PeerClassView& view : message.classes) {
-    uint64_t entries = 0;
-    const Status decoded = protocol::DecodePeerClass(
-        view, node_id_,
-        [&](const KeySnapshot& snapshot) {
-          const Status status = shared_.limiter->Merge(snapshot);
-          if (status.ok()) {
-            ++merged;
-            return;
-          }
-          GossipShared::Add(shared_.entries_rejected, 1);
-          shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
-                           "): a key's state was not merged: " + status.ToString());
-        },
-        &entries);
-    if (!decoded.ok()) return decoded;
+    protocol::PeerClassDecoder decoder(view, node_id_);
+    for (;;) {
+      if (pending == merge_batch_.size()) {
+        merge_batch_.emplace_back();
+        merge_statuses_.emplace_back();
+      }
+      if (!decoder.Next(&merge_batch_[pending])) break;
+      if (++pending == kMergeBatchKeys) {
+        MergeDecoded(pending, &merged);
+        pending = 0;
+      }
+    }
+    if (!decoder.status().ok()) {
+      MergeDecoded(pending, &merged);  // the entries before the bad bytes
+      return decoder.status();
+    }
   }
+  MergeDecoded(pending, &merged);
   GossipShared::Add(shared_.entries_merged, merged);
   Heard(0, merged, false);
   return Status::OK();
+}
+
+void PeerSession::MergeDecoded(size_t pending, uint64_t* merged) {
+  const std::span<Status> statuses(merge_statuses_.data(), pending);
+  shared_.limiter->MergeBatch(std::span<const KeySnapshot>(merge_batch_.data(), pending), statuses);
+  for (const Status& status : statuses) {
+    if (status.ok()) {
+      ++*merged;
+      continue;
+    }
+    GossipShared::Add(shared_.entries_rejected, 1);
+    shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
+                     "): a key's state was not merged: " + status.ToString());
+  }
 }
 
 void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {

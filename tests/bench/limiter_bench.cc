@@ -1,7 +1,9 @@
 // Engine benchmark: ns per check for each algorithm on 1, 10k and 1M keys,
 // with one and two threads, and bytes of memory per key, side by side in one
-// run. Prints Google Benchmark's table, then a summary table; pass
-// --benchmark_out=FILE --benchmark_out_format=json for JSON.
+// run; beside them ns per merged key-slot (a peer's delta of one key, as
+// gossip merges it), one at a time and in batches. Prints Google Benchmark's
+// table, then a summary table and the batched merges' ratios to the batched
+// checks; pass --benchmark_out=FILE --benchmark_out_format=json for JSON.
 //
 // Keys are visited in a shuffled order, so at 1M keys almost every check
 // misses the CPU caches, as a busy node's would. The clock is the real
@@ -35,11 +37,48 @@ size_t HeapBytesInUse() {
 
 LimitSpec SpecFor(Algorithm algorithm) { return LimitSpec{algorithm, kMaxLimit, 60'000}; }
 
+// Merges (below): a peer's state of a key, as gossip brings it. The peer is
+// node 2; the window is an hour, so that a run stays within one.
+constexpr NodeId kPeer = 2;
+constexpr uint64_t kMergeWindowMs = 3'600'000;
+
+LimitSpec MergeSpecFor(Algorithm algorithm) {
+  return LimitSpec{algorithm, kMaxLimit, kMergeWindowMs};
+}
+
+// Refills *snapshot with the peer's state of `key` as of pass `round` at
+// wall_ms: one key-slot (its slot of the current window; a bucket: its slices).
+void FillDelta(Algorithm algorithm, const std::string& key, uint64_t round, int64_t wall_ms,
+               KeySnapshot* snapshot) {
+  snapshot->key.assign(key);
+  snapshot->algorithm = algorithm;
+  snapshot->window_ms = kMergeWindowMs;
+  if (algorithm == Algorithm::kTokenBucket) {
+    // The peer's slices from the base to now, its cost at the current slice.
+    const int64_t slice = BucketSliceAt(kMergeWindowMs, wall_ms);
+    BucketSlices& bucket = snapshot->bucket;
+    bucket.capacity = kMaxLimit;
+    bucket.base_slice = BucketBaseFor(slice);
+    bucket.base_debt = 0;
+    bucket.nodes.resize(1);
+    bucket.nodes[0].node = kPeer;
+    bucket.nodes[0].counts.assign(static_cast<size_t>(slice - bucket.base_slice + 1), 0);
+    bucket.nodes[0].counts.back() = static_cast<uint32_t>(round);
+    return;
+  }
+  snapshot->counts.window_index = wall_ms / static_cast<int64_t>(kMergeWindowMs);
+  snapshot->counts.current.Clear();
+  snapshot->counts.previous.Clear();
+  snapshot->counts.current.MergeSlot(kPeer, round);
+}
+
 // One limiter pre-filled with `key_count` keys, and what they cost in memory.
 // Built on first use, so a filtered run builds only what it measures.
 struct Setup {
   Algorithm algorithm;
   size_t key_count;
+  LimitSpec spec;          // of every key
+  bool peer_slot = false;  // each key also holds the peer's slot (merged once)
   std::once_flag built;
   std::vector<std::string> keys;  // in the shuffled visiting order
   std::unique_ptr<Limiter> limiter;
@@ -47,7 +86,6 @@ struct Setup {
 };
 
 void Build(Setup* setup) {
-  const Algorithm algorithm = setup->algorithm;
   const size_t key_count = setup->key_count;
   setup->keys.reserve(key_count);
   for (size_t i = 0; i < key_count; ++i) setup->keys.push_back("user:" + std::to_string(i));
@@ -55,15 +93,20 @@ void Build(Setup* setup) {
   const size_t before = HeapBytesInUse();
   setup->limiter = std::make_unique<Limiter>(Limiter::Options{1, 2 * key_count + 16});
   Decision decision;
+  KeySnapshot snapshot;
+  const int64_t wall_ms = SystemClock::Default()->WallMs();
   for (const std::string& key : setup->keys) {
-    if (!setup->limiter->Check(key, SpecFor(algorithm), 1, &decision).ok()) std::abort();
+    if (!setup->limiter->Check(key, setup->spec, 1, &decision).ok()) std::abort();
+    if (!setup->peer_slot) continue;
+    FillDelta(setup->algorithm, key, 1, wall_ms, &snapshot);
+    if (!setup->limiter->Merge(snapshot).ok()) std::abort();
   }
   setup->bytes_per_key = static_cast<double>(HeapBytesInUse() - before) / key_count;
 }
 
-void BM_Check(benchmark::State& state, Setup* setup, Algorithm algorithm) {
+void BM_Check(benchmark::State& state, Setup* setup) {
   std::call_once(setup->built, Build, setup);
-  const LimitSpec spec = SpecFor(algorithm);
+  const LimitSpec spec = setup->spec;
   const size_t key_count = setup->keys.size();
   size_t next = key_count * static_cast<size_t>(state.thread_index()) / 2;
   Decision decision;
@@ -82,7 +125,7 @@ void BM_Check(benchmark::State& state, Setup* setup, Algorithm algorithm) {
 // serves a request's batch); time is reported per check.
 constexpr size_t kBatchSize = 64;
 
-void BM_CheckBatch(benchmark::State& state, Setup* setup, Algorithm algorithm) {
+void BM_CheckBatch(benchmark::State& state, Setup* setup) {
   std::call_once(setup->built, Build, setup);
   const size_t key_count = setup->keys.size();
   size_t next = key_count * static_cast<size_t>(state.thread_index()) / 2;
@@ -90,7 +133,7 @@ void BM_CheckBatch(benchmark::State& state, Setup* setup, Algorithm algorithm) {
   std::vector<Limiter::CheckResult> results(kBatchSize);
   for (auto _ : state) {
     for (Limiter::CheckRequest& request : requests) {
-      request = {setup->keys[next], SpecFor(algorithm), 1};
+      request = {setup->keys[next], setup->spec, 1};
       if (++next == key_count) next = 0;
     }
     setup->limiter->CheckBatch(requests, results);
@@ -101,7 +144,67 @@ void BM_CheckBatch(benchmark::State& state, Setup* setup, Algorithm algorithm) {
       benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
 }
 
-// Collects the runs and prints one row per (algorithm, keys) at the end.
+// Merge: ns per key-slot, one peer's slot of a key as a gossip delta carries
+// it, merged into a node that holds the key (checked here, and merged from the
+// peer once before, so that the peer's slot exists: the steady state). Each
+// pass over the keys raises the peer's count, so every merge changes state.
+
+// Walks the keys from the thread's starting point, counting passes.
+struct DeltaCursor {
+  DeltaCursor(const Setup& setup, int thread_index)
+      : keys(setup.keys), next(keys.size() * static_cast<size_t>(thread_index) / 2) {}
+  const std::string& Next() {
+    const std::string& key = keys[next];
+    if (++next == keys.size()) {
+      next = 0;
+      ++round;
+    }
+    return key;
+  }
+  const std::vector<std::string>& keys;
+  size_t next;
+  uint64_t round = 2;  // pass 1 was Build's
+};
+
+void BM_Merge(benchmark::State& state, Setup* setup) {
+  std::call_once(setup->built, Build, setup);
+  DeltaCursor cursor(*setup, state.thread_index());
+  KeySnapshot snapshot;
+  int64_t wall_ms = 0;
+  size_t merged = 0;
+  for (auto _ : state) {
+    if (merged++ % kBatchSize == 0) wall_ms = SystemClock::Default()->WallMs();
+    FillDelta(setup->algorithm, cursor.Next(), cursor.round, wall_ms, &snapshot);
+    Status status = setup->limiter->Merge(snapshot);
+    benchmark::DoNotOptimize(status);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["bytes_per_key"] =
+      benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
+}
+
+// The same deltas through MergeBatch, `batch_size` at a time (as gossip
+// merges a message); time is reported per key-slot.
+void BM_MergeBatch(benchmark::State& state, Setup* setup, size_t batch_size) {
+  std::call_once(setup->built, Build, setup);
+  DeltaCursor cursor(*setup, state.thread_index());
+  std::vector<KeySnapshot> snapshots(batch_size);
+  std::vector<Status> statuses(batch_size);
+  for (auto _ : state) {
+    const int64_t wall_ms = SystemClock::Default()->WallMs();
+    for (KeySnapshot& snapshot : snapshots) {
+      FillDelta(setup->algorithm, cursor.Next(), cursor.round, wall_ms, &snapshot);
+    }
+    setup->limiter->MergeBatch(snapshots, statuses);
+    benchmark::DoNotOptimize(statuses.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(batch_size));
+  state.counters["bytes_per_key"] =
+      benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
+}
+
+// Collects the runs and prints one row per (api, algorithm, keys) at the end,
+// then each batched merge's time against the batched check's.
 class SummaryReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -109,25 +212,53 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
       Row& row = rows_[run.run_name.function_name];
-      const double ns_per_check = 1e9 / run.counters.at("items_per_second").value;
-      (run.threads == 1 ? row.ns_one_thread : row.ns_two_threads) = ns_per_check;
+      const double items_per_second = run.counters.at("items_per_second").value;
+      const double ns_per_item = 1e9 / items_per_second;
+      if (run.threads == 1) {
+        row.ns_one_thread = ns_per_item;
+        // CPU time: what the thread itself spent, on a machine shared with others.
+        row.cpu_ns_one_thread = ns_per_item * run.GetAdjustedCPUTime() / run.GetAdjustedRealTime();
+      } else {
+        row.ns_two_threads = ns_per_item;
+      }
       row.bytes_per_key = run.counters.at("bytes_per_key").value;
     }
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\n%-42s %14s %14s %14s\n", "<api>/<algorithm>/keys:<n>", "ns/check 1thr",
-                "ns/check 2thr", "bytes/key");
+    std::printf("\n%-42s %12s %12s %12s %10s\n", "<api>/<algorithm>/keys:<n>", "ns/op 1thr",
+                "cpu ns 1thr", "ns/op 2thr", "bytes/key");
     for (const auto& [name, row] : rows_) {
-      std::printf("%-42s %14.1f %14.1f %14.1f\n", name.c_str(), row.ns_one_thread,
-                  row.ns_two_threads, row.bytes_per_key);
+      std::printf("%-42s %12.1f %12.1f %12.1f %10.1f\n", name.c_str(), row.ns_one_thread,
+                  row.cpu_ns_one_thread, row.ns_two_threads, row.bytes_per_key);
     }
-    std::printf("(2 threads: aggregate time per check, i.e. 1e9 / total checks per second)\n");
+    std::printf(
+        "(op: a check for check/ and [peer-]batch64/, a key-slot for merge/ and mergebatch<n>/;\n"
+        " 2 threads: aggregate time per op, i.e. 1e9 / total ops per second; 0: not run)\n");
+    // Each batched merge against the batched check, of the same keys' kind
+    // (batch64/) and of keys that hold a peer's slot too (peer-batch64/).
+    std::printf("\n%-42s %10s %10s %10s %10s\n", "batched merge / batched check", "ns ratio",
+                "cpu ratio", "peer ns", "peer cpu");
+    for (const auto& [name, row] : rows_) {
+      if (!name.starts_with("mergebatch")) continue;
+      const std::string rest = name.substr(name.find('/'));
+      const auto check = rows_.find("batch64" + rest);
+      const auto peer_check = rows_.find("peer-batch64" + rest);
+      const auto ratio = [&](auto found, double Row::*field) {
+        return found == rows_.end() || found->second.*field == 0
+                   ? 0
+                   : row.*field / found->second.*field;
+      };
+      std::printf("%-42s %10.2f %10.2f %10.2f %10.2f\n", name.c_str(),
+                  ratio(check, &Row::ns_one_thread), ratio(check, &Row::cpu_ns_one_thread),
+                  ratio(peer_check, &Row::ns_one_thread),
+                  ratio(peer_check, &Row::cpu_ns_one_thread));
+    }
   }
 
  private:
   struct Row {
-    double ns_one_thread = 0, ns_two_threads = 0, bytes_per_key = 0;
+    double ns_one_thread = 0, cpu_ns_one_thread = 0, ns_two_threads = 0, bytes_per_key = 0;
   };
   std::map<std::string, Row> rows_;
 };
@@ -139,21 +270,49 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   std::vector<std::unique_ptr<tally::Setup>> setups;
+  const auto add_setup = [&](tally::Algorithm algorithm, size_t key_count, bool peer_slot) {
+    setups.push_back(std::make_unique<tally::Setup>());
+    tally::Setup* setup = setups.back().get();
+    setup->algorithm = algorithm;
+    setup->key_count = key_count;
+    setup->peer_slot = peer_slot;
+    setup->spec = peer_slot ? tally::MergeSpecFor(algorithm) : tally::SpecFor(algorithm);
+    return setup;
+  };
   for (tally::Algorithm algorithm : tally::kAlgorithms) {
     for (size_t key_count : tally::kKeyCounts) {
-      setups.push_back(std::make_unique<tally::Setup>());
-      setups.back()->algorithm = algorithm;
-      setups.back()->key_count = key_count;
+      tally::Setup* setup = add_setup(algorithm, key_count, false);
       const std::string name =
           std::string(tally::AlgorithmName(algorithm)) + "/keys:" + std::to_string(key_count);
       for (auto [prefix, function] :
            {std::pair{"check/", &tally::BM_Check}, std::pair{"batch64/", &tally::BM_CheckBatch}}) {
-        benchmark::RegisterBenchmark((prefix + name).c_str(), function, setups.back().get(),
-                                     algorithm)
+        benchmark::RegisterBenchmark((prefix + name).c_str(), function, setup)
             ->Threads(1)
             ->Threads(2)
             ->UseRealTime();
       }
+    }
+  }
+  // Merges beside the checks, for the counting algorithms' common case and the
+  // bucket, into keys that hold a peer's slot; and the batched check of such
+  // keys (peer-batch64/), which reads the peer's slot too.
+  for (tally::Algorithm algorithm :
+       {tally::Algorithm::kSlidingWindowCounter, tally::Algorithm::kTokenBucket}) {
+    for (size_t key_count : {size_t{10'000}, size_t{1'000'000}}) {
+      tally::Setup* setup = add_setup(algorithm, key_count, true);
+      const std::string name =
+          std::string(tally::AlgorithmName(algorithm)) + "/keys:" + std::to_string(key_count);
+      benchmark::RegisterBenchmark(("merge/" + name).c_str(), &tally::BM_Merge, setup)
+          ->UseRealTime();
+      // 64 as the checks' batches; 1024 as gossip merges (PeerSession::kMergeBatchKeys).
+      for (size_t batch_size : {size_t{64}, size_t{1024}}) {
+        benchmark::RegisterBenchmark(
+            ("mergebatch" + std::to_string(batch_size) + "/" + name).c_str(), &tally::BM_MergeBatch,
+            setup, batch_size)
+            ->UseRealTime();
+      }
+      benchmark::RegisterBenchmark(("peer-batch64/" + name).c_str(), &tally::BM_CheckBatch, setup)
+          ->UseRealTime();
     }
   }
   tally::SummaryReporter reporter;

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Runs the engine benchmark: Google Benchmark's table and a summary on stdout,
-# JSON in build/engine_bench.json. Not a test: it prints figures only.
+# Runs the engine benchmark: Google Benchmark's table and a summary on stdout
+# (ns per check; beside them ns per merged key-slot, one by one and batched,
+# and the batched merges' ratios to the batched checks), JSON in
+# build/engine_bench.json. Not a test: it prints figures only. Pin it to a core
+# (taskset -c 1) on a shared machine; the summary's CPU column is what the
+# benchmark thread itself spent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash .ci/install-deps

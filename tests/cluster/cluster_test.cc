@@ -79,6 +79,29 @@ bool AllLinksDown(const LocalCluster& cluster, size_t node) {
   });
 }
 
+// Node 5, alone (its seed is nobody), serving a gossip port under `secret`
+// (written into `dir`), for hand-made peers.
+std::unique_ptr<cluster::NodeProcess> StartGossipingNode(const std::string& secret,
+                                                         const TempDir& dir) {
+  std::ofstream(dir.Path("secret")) << secret << "\n";
+  cluster::NodeProcess::Options options;
+  options.tallyd_path = TALLYD_PATH;
+  options.args = {"--node-id",
+                  "5",
+                  "--seed",
+                  "127.0.0.1:1",
+                  "--recovery-timeout-ms",
+                  "0",
+                  "--cluster-secret-file",
+                  dir.Path("secret")};
+  options.gossip_port = true;
+  std::unique_ptr<cluster::NodeProcess> node;
+  const Status started = cluster::NodeProcess::Start(options, &node);
+  REQUIRE_MESSAGE(started.ok(), started.ToString());
+  REQUIRE(node->WaitForGossipPort(1'000).ok());
+  return node;
+}
+
 int64_t WallMs() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -401,22 +424,7 @@ TEST_CASE("cluster: a node cut off and healed converges to one view") {
 TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from members") {
   const std::string secret = "a secret the members share";
   TempDir dir;
-  std::ofstream(dir.Path("secret")) << secret << "\n";
-  cluster::NodeProcess::Options options;
-  options.tallyd_path = TALLYD_PATH;
-  options.args = {"--node-id",
-                  "5",
-                  "--seed",
-                  "127.0.0.1:1",
-                  "--recovery-timeout-ms",
-                  "0",
-                  "--cluster-secret-file",
-                  dir.Path("secret")};
-  options.gossip_port = true;
-  std::unique_ptr<cluster::NodeProcess> node;
-  const Status started = cluster::NodeProcess::Start(options, &node);
-  REQUIRE_MESSAGE(started.ok(), started.ToString());
-  REQUIRE(node->WaitForGossipPort(1'000).ok());
+  const std::unique_ptr<cluster::NodeProcess> node = StartGossipingNode(secret, dir);
   const uint16_t port = node->gossip_port();
   const LimitSpec spec{Algorithm::kFixedWindow, 100, kDayMs};
   const auto state = [&](uint64_t count) {
@@ -471,6 +479,49 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
   CHECK(stats.gossip_sessions_refused ==
         6);                  // its own id is answered (a seed that is itself), not refused
   CHECK(remaining() == 95);  // nothing of the refused counted
+}
+
+// A member's message of 1,500 keys, one of them from windows ahead: that
+// entry is rejected and counted, every other one merged, across the batches
+// in which the node merges a message.
+TEST_CASE("cluster: a peer's entry that cannot merge is counted, the others merged") {
+  const std::string secret = "a secret the members share";
+  TempDir dir;
+  const std::unique_ptr<cluster::NodeProcess> node = StartGossipingNode(secret, dir);
+  const LimitSpec spec{Algorithm::kFixedWindow, 100, kDayMs};
+  constexpr int kKeys = 1'500;
+  constexpr int kAhead = 700;  // the entry two windows ahead: refused (clock skew)
+  const auto key = [](int i) { return std::string(1, 'k').append(std::to_string(i)); };
+  protocol::PeerStateEncoder encoder(77, false, 1 << 20);
+  std::vector<std::string> frames;
+  for (int i = 0; i < kKeys; ++i) {
+    KeySnapshot snapshot;
+    snapshot.key = key(i);
+    snapshot.algorithm = spec.algorithm;
+    snapshot.window_ms = spec.window_ms;
+    snapshot.counts.window_index = WallMs() / static_cast<int64_t>(kDayMs) + (i == kAhead ? 2 : 0);
+    snapshot.counts.current.MergeSlot(77, 1 + i % 7);
+    encoder.Add(snapshot, &frames);
+  }
+  encoder.Finish(&frames);
+  REQUIRE(frames.size() == 1);
+  TestPeer member(node->gossip_port());
+  REQUIRE(member.Handshake(77, secret));
+  std::string heartbeat;  // a small first message: until one is sealed, frames stay small
+  protocol::EncodeHeartbeat(&heartbeat);
+  const std::string sealed_heartbeat = member.Sealed(heartbeat);  // seq 1, then 2
+  member.Send(sealed_heartbeat + member.Sealed(frames[0]));
+  std::unique_ptr<protocol::Client> client;
+  REQUIRE(node->Connect(&client).ok());
+  StatsReply stats;
+  CHECK(PollUntil(
+      [&] { return client->Stats(&stats).ok() && stats.gossip_entries_merged == kKeys - 1; }));
+  CHECK(stats.gossip_entries_rejected == 1);
+  for (int i : {0, 1'023, 1'024, kAhead, kKeys - 1}) {
+    CAPTURE(i);
+    const uint64_t merged = i == kAhead ? 0 : 1 + i % 7;
+    CHECK(MustCheck(*client, {key(i), spec, 0}).remaining == 100 - merged);
+  }
 }
 
 // A node given another cluster secret cannot join: the members refuse it
