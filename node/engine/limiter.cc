@@ -73,18 +73,24 @@ auto Limiter::InShard(size_t hash, F&& f) {
 
 Status Limiter::Check(std::string_view key, const LimitSpec& spec, uint64_t cost,
                       Decision* decision) {
-  if (Status status = ValidateKey(key); !status.ok()) return status;
-  if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  return CheckValid(key, HashKey(key), spec, cost, options_.clock->WallMs(), decision);
+  return ValidateAndCheck(key, spec, cost, options_.clock->WallMs(), decision);
 }
 
 void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results) {
   const int64_t wall_ms = options_.clock->WallMs();
+  const size_t count = std::min(requests.size(), results.size());
+  if (count == 1) {  // nothing to overlap: the plain check, without the prefetch stages' locks
+    results[0].status = ValidateAndCheck(requests[0].key, requests[0].spec, requests[0].cost,
+                                         wall_ms, &results[0].decision);
+    return;
+  }
   // Stage 1 of request i runs with stage 2 of request i - kDistance and stage 3
   // of request i - 2 * kDistance, so that each check finds its memory cached.
   constexpr size_t kDistance = 12;
-  const size_t count = std::min(requests.size(), results.size());
-  std::vector<size_t> hashes(count);
+  // The hashes of the requests in flight, request i's at i % kInFlight (no allocation).
+  constexpr size_t kInFlight = 32;
+  static_assert(kInFlight > 2 * kDistance);
+  size_t hashes[kInFlight];
   auto valid = [&](size_t i) { return results[i].status.ok(); };
   for (size_t i = 0; i < count + 2 * kDistance; ++i) {
     if (i < count) {
@@ -92,25 +98,33 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
       results[i].status = ValidateKey(request.key);
       if (results[i].status.ok()) results[i].status = ValidateSpec(request.spec);
       if (valid(i)) {
-        hashes[i] = HashKey(request.key);
-        Shard& shard = ShardFor(hashes[i]);
+        const size_t hash = hashes[i % kInFlight] = HashKey(request.key);
+        Shard& shard = ShardFor(hash);
         std::lock_guard<std::mutex> lock(shard.mu);
-        shard.PrefetchIndex(request.key, hashes[i], request.spec);
+        shard.PrefetchIndex(request.key, hash, request.spec);
       }
     }
     if (i >= kDistance && i - kDistance < count && valid(i - kDistance)) {
       const size_t j = i - kDistance;
-      Shard& shard = ShardFor(hashes[j]);
+      const size_t hash = hashes[j % kInFlight];
+      Shard& shard = ShardFor(hash);
       std::lock_guard<std::mutex> lock(shard.mu);
-      shard.PrefetchEntry(requests[j].key, hashes[j], requests[j].spec);
+      shard.PrefetchEntry(requests[j].key, hash, requests[j].spec);
     }
     if (i >= 2 * kDistance && valid(i - 2 * kDistance)) {
       const size_t j = i - 2 * kDistance;
       const CheckRequest& request = requests[j];
-      results[j].status = CheckValid(request.key, hashes[j], request.spec, request.cost, wall_ms,
-                                     &results[j].decision);
+      results[j].status = CheckValid(request.key, hashes[j % kInFlight], request.spec, request.cost,
+                                     wall_ms, &results[j].decision);
     }
   }
+}
+
+Status Limiter::ValidateAndCheck(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                                 int64_t wall_ms, Decision* decision) {
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
+  return CheckValid(key, HashKey(key), spec, cost, wall_ms, decision);
 }
 
 Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,

@@ -161,6 +161,9 @@ class Limiter {
   static constexpr int64_t kCapSweepIntervalMs = 100;
 
   Shard& ShardFor(size_t hash);
+  // Check at wall_ms: validation, then CheckValid.
+  Status ValidateAndCheck(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                          int64_t wall_ms, Decision* decision);
   // Check after validation; retries once after a sweep at the key cap.
   Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
                     int64_t wall_ms, Decision* decision);
