@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
@@ -360,8 +361,17 @@ void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& sp
     if (const auto* entry = FindEntry(classes, spec, key, hash)) {
       __builtin_prefetch(entry);
       __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
+      if constexpr (std::is_same_v<decltype(*entry), const BucketEntry&>) {
+        __builtin_prefetch(entry->state.nodes.data());
+      }
     }
   });
+}
+
+void Shard::PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec) {
+  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
+    for (const NodeSlices& node : entry->state.nodes) __builtin_prefetch(node.counts.data());
+  }
 }
 
 bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,

@@ -90,9 +90,11 @@ struct alignas(64) Shard {
                uint64_t cost, int64_t now_ms, Decision* decision);
 
   // Cache hints for CheckBatch: the index slot, then (once that has arrived)
-  // the entry. They change nothing.
+  // the entry (and a bucket's list of nodes), then (a token bucket's, once
+  // those have arrived) each node's slices. They change nothing.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
