@@ -51,6 +51,14 @@ class KeyTable {
     asm volatile("" ::: "memory");
   }
 
+  // Prefetches the entries Find(key, hash) may compare (those the index's
+  // hash tags match) without reading them: cheap once PrefetchIndex's memory
+  // has arrived, so that Find then finds its entry cached.
+  void PrefetchEntries(std::string_view key, size_t hash) const {
+    index_.find(Probe{key, hash, /*prefetch_only=*/true});
+    asm volatile("" ::: "memory");
+  }
+
   // Adds a default entry for a key that is not present; returns it.
   Entry* Insert(std::string_view key) {
     uint32_t handle;
@@ -116,6 +124,7 @@ class KeyTable {
   struct Probe {
     std::string_view key;
     size_t hash;
+    bool prefetch_only = false;  // compare nothing: prefetch each candidate, match none
   };
   struct IndexHash {
     using is_transparent = void;
@@ -128,6 +137,10 @@ class KeyTable {
     const KeyTable* table;
     bool operator()(uint32_t a, uint32_t b) const { return a == b; }
     bool operator()(uint32_t handle, const Probe& probe) const {
+      if (probe.prefetch_only) {
+        __builtin_prefetch(&table->At(handle));
+        return false;
+      }
       return table->At(handle).key.view() == probe.key;
     }
     bool operator()(const Probe& probe, uint32_t handle) const { return (*this)(handle, probe); }

@@ -84,49 +84,42 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
                                          wall_ms, &results[0].decision);
     return;
   }
-  // Stage 1 of request i runs with stage 2 of request i - kDistance, stage 3
-  // of request i - 2 * kDistance and stage 4 of request i - 3 * kDistance, so
-  // that each check finds its memory cached: the index slot, the entry, a
-  // token bucket's slices (behind two pointers), then the check.
-  constexpr size_t kDistance = 8;
-  constexpr size_t kStages = 4;
+  // Cache hints, each kDistance requests behind the one before, so that each
+  // finds the memory the one before asked for arrived and the check finds all
+  // of it cached: the index slot, the entry, then (a token bucket's, behind
+  // two more pointers) the list of nodes and each node's slices.
+  using Hint = void (Shard::*)(std::string_view key, size_t hash, const LimitSpec& spec);
+  constexpr Hint kHints[] = {&Shard::PrefetchIndex, &Shard::PrefetchEntry, &Shard::PrefetchNodes,
+                             &Shard::PrefetchSlices};
+  constexpr size_t kBucketOnlyFrom = 2;  // kHints from here on concern token buckets only
+  constexpr size_t kDistance = 6;
+  constexpr size_t kCheckLag = std::size(kHints) * kDistance;
   // The hashes of the requests in flight, request i's at i % kInFlight (no allocation).
   constexpr size_t kInFlight = 32;
-  static_assert(kInFlight > (kStages - 1) * kDistance);
+  static_assert(kInFlight > kCheckLag);
   size_t hashes[kInFlight];
-  // Request i at stage `stage` (1-based) in round `round`, if there is one.
-  const auto at_stage = [&](size_t round, size_t stage, size_t* i) {
-    const size_t lag = (stage - 1) * kDistance;
-    if (round < lag || round - lag >= count) return false;
-    *i = round - lag;
-    return results[*i].status.ok();
-  };
-  for (size_t round = 0; round < count + (kStages - 1) * kDistance; ++round) {
-    size_t i = 0;
+  for (size_t round = 0; round < count + kCheckLag; ++round) {
     if (round < count) {
       const CheckRequest& request = requests[round];
       results[round].status = ValidateKey(request.key);
       if (results[round].status.ok()) results[round].status = ValidateSpec(request.spec);
+      if (results[round].status.ok()) hashes[round % kInFlight] = HashKey(request.key);
     }
-    if (at_stage(round, 1, &i)) {
-      const size_t hash = hashes[i % kInFlight] = HashKey(requests[i].key);
-      Shard& shard = ShardFor(hash);
+    for (size_t hint = 0; hint < std::size(kHints); ++hint) {
+      const size_t lag = hint * kDistance;
+      if (round < lag || round - lag >= count) continue;
+      const size_t i = round - lag;
+      const CheckRequest& request = requests[i];
+      if (!results[i].status.ok() ||
+          (hint >= kBucketOnlyFrom && request.spec.algorithm != Algorithm::kTokenBucket)) {
+        continue;
+      }
+      Shard& shard = ShardFor(hashes[i % kInFlight]);
       std::lock_guard<std::mutex> lock(shard.mu);
-      shard.PrefetchIndex(requests[i].key, hash, requests[i].spec);
+      (shard.*kHints[hint])(request.key, hashes[i % kInFlight], request.spec);
     }
-    if (at_stage(round, 2, &i)) {
-      const size_t hash = hashes[i % kInFlight];
-      Shard& shard = ShardFor(hash);
-      std::lock_guard<std::mutex> lock(shard.mu);
-      shard.PrefetchEntry(requests[i].key, hash, requests[i].spec);
-    }
-    if (at_stage(round, 3, &i) && requests[i].spec.algorithm == Algorithm::kTokenBucket) {
-      const size_t hash = hashes[i % kInFlight];
-      Shard& shard = ShardFor(hash);
-      std::lock_guard<std::mutex> lock(shard.mu);
-      shard.PrefetchSlices(requests[i].key, hash, requests[i].spec);
-    }
-    if (at_stage(round, 4, &i)) {
+    if (round >= kCheckLag && results[round - kCheckLag].status.ok()) {
+      const size_t i = round - kCheckLag;
       const CheckRequest& request = requests[i];
       results[i].status = CheckValid(request.key, hashes[i % kInFlight], request.spec, request.cost,
                                      wall_ms, &results[i].decision);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
@@ -358,14 +357,16 @@ void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& sp
 
 void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
   WithClasses(spec.algorithm, [&](auto& classes) {
-    if (const auto* entry = FindEntry(classes, spec, key, hash)) {
-      __builtin_prefetch(entry);
-      __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
-      if constexpr (std::is_same_v<decltype(*entry), const BucketEntry&>) {
-        __builtin_prefetch(entry->state.nodes.data());
-      }
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      limit_class->table->PrefetchEntries(key, hash);
     }
   });
+}
+
+void Shard::PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec) {
+  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
+    __builtin_prefetch(entry->state.nodes.data());
+  }
 }
 
 void Shard::PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec) {

@@ -89,11 +89,12 @@ struct alignas(64) Shard {
   Status Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                uint64_t cost, int64_t now_ms, Decision* decision);
 
-  // Cache hints for CheckBatch: the index slot, then (once that has arrived)
-  // the entry (and a bucket's list of nodes), then (a token bucket's, once
-  // those have arrived) each node's slices. They change nothing.
+  // Cache hints for CheckBatch, each once the memory of the one before has
+  // arrived: the index slot, the entry, then a token bucket's list of nodes
+  // and each node's slices. They change nothing.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Replication (validated). Read: every node's state of the key; false
