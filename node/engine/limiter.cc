@@ -88,12 +88,18 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   // finds the memory the one before asked for arrived and the check finds all
   // of it cached: the index slot, the entry, then (a token bucket's, behind
   // two more pointers) the list of nodes and each node's slices.
-  using Hint = void (Shard::*)(std::string_view key, size_t hash, const LimitSpec& spec);
-  constexpr Hint kHints[] = {&Shard::PrefetchIndex, &Shard::PrefetchEntry, &Shard::PrefetchNodes,
-                             &Shard::PrefetchSlices};
-  constexpr size_t kBucketOnlyFrom = 2;  // kHints from here on concern token buckets only
+  const auto give_hint = [](Shard& shard, size_t hint, const CheckRequest& request, size_t hash) {
+    switch (hint) {
+      case 0: return shard.PrefetchIndex(request.key, hash, request.spec);
+      case 1: return shard.PrefetchEntry(request.key, hash, request.spec);
+      case 2: return shard.PrefetchNodes(request.key, hash, request.spec);
+      default: return shard.PrefetchSlices(request.key, hash, request.spec);
+    }
+  };
+  constexpr size_t kHints = 4;
+  constexpr size_t kBucketOnlyFrom = 2;  // hints from here on concern token buckets only
   constexpr size_t kDistance = 6;
-  constexpr size_t kCheckLag = std::size(kHints) * kDistance;
+  constexpr size_t kCheckLag = kHints * kDistance;
   // The hashes of the requests in flight, request i's at i % kInFlight (no allocation).
   constexpr size_t kInFlight = 32;
   static_assert(kInFlight > kCheckLag);
@@ -105,7 +111,7 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
       if (results[round].status.ok()) results[round].status = ValidateSpec(request.spec);
       if (results[round].status.ok()) hashes[round % kInFlight] = HashKey(request.key);
     }
-    for (size_t hint = 0; hint < std::size(kHints); ++hint) {
+    for (size_t hint = 0; hint < kHints; ++hint) {
       const size_t lag = hint * kDistance;
       if (round < lag || round - lag >= count) continue;
       const size_t i = round - lag;
@@ -116,7 +122,7 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
       }
       Shard& shard = ShardFor(hashes[i % kInFlight]);
       std::lock_guard<std::mutex> lock(shard.mu);
-      (shard.*kHints[hint])(request.key, hashes[i % kInFlight], request.spec);
+      give_hint(shard, hint, request, hashes[i % kInFlight]);
     }
     if (round >= kCheckLag && results[round - kCheckLag].status.ok()) {
       const size_t i = round - kCheckLag;
