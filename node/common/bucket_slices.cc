@@ -54,6 +54,25 @@ int64_t Terms(const BucketSlices& state, uint64_t window_ms, int64_t end, uint64
   return end + 1;
 }
 
+// BucketFullAtMs's bound: far enough that adding a wait to it cannot overflow.
+constexpr u128 kMaxFullAtMs = std::numeric_limits<int64_t>::max() / 2;
+
+// When the last slice with a cost is folded (the base passes it two periods
+// on): 0 when no slice holds a cost.
+u128 FoldedAtMs(const BucketSlices& state, uint64_t window_ms) {
+  int64_t last_slice = state.base_slice - 1;
+  for (const NodeSlices& node : state.nodes) {
+    for (size_t i = node.counts.size(); i-- > 0;) {
+      if (node.counts[i] == 0) continue;
+      last_slice = std::max(last_slice, state.base_slice + static_cast<int64_t>(i));
+      break;
+    }
+  }
+  if (last_slice < state.base_slice) return 0;
+  const int64_t folded_slice = (last_slice / kBucketSlicesPerPeriod + 2) * kBucketSlicesPerPeriod;
+  return static_cast<u128>(folded_slice) * BucketSliceMs(window_ms);
+}
+
 u128 DebtOf(const Term* terms, int64_t count, uint64_t rate, int64_t now_ms) {
   u128 debt = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -106,22 +125,17 @@ int64_t BucketFullAtMs(const BucketSlices& state, uint64_t window_ms) {
   const int64_t from_ms = state.base_slice * static_cast<int64_t>(BucketSliceMs(window_ms));
   const uint64_t wait_ms =
       BucketWaitMs(state, std::max<uint64_t>(state.capacity, 1), window_ms, from_ms, 0, 0);
-  // The last slice with a cost is folded once the base passes it: two periods on.
-  int64_t last_slice = state.base_slice - 1;
-  for (const NodeSlices& node : state.nodes) {
-    for (size_t i = node.counts.size(); i-- > 0;) {
-      if (node.counts[i] == 0) continue;
-      last_slice = std::max(last_slice, state.base_slice + static_cast<int64_t>(i));
-      break;
-    }
+  return static_cast<int64_t>(std::min<u128>(
+      std::max(static_cast<u128>(from_ms) + wait_ms, FoldedAtMs(state, window_ms)), kMaxFullAtMs));
+}
+
+bool BucketFullBy(const BucketSlices& state, uint64_t window_ms, int64_t now_ms) {
+  // BucketFullAtMs is at least the capped fold time, which needs no terms.
+  if (now_ms >= 0 &&
+      std::min<u128>(FoldedAtMs(state, window_ms), kMaxFullAtMs) > static_cast<u128>(now_ms)) {
+    return false;
   }
-  const int64_t folded_slice = (last_slice / kBucketSlicesPerPeriod + 2) * kBucketSlicesPerPeriod;
-  const u128 folded_ms = last_slice < state.base_slice
-                             ? 0
-                             : static_cast<u128>(folded_slice) * BucketSliceMs(window_ms);
-  return static_cast<int64_t>(
-      std::min<u128>(std::max(static_cast<u128>(from_ms) + wait_ms, folded_ms),
-                     std::numeric_limits<int64_t>::max() / 2));
+  return BucketFullAtMs(state, window_ms) <= now_ms;
 }
 
 void FoldBucket(BucketSlices& state, uint64_t window_ms, int64_t base_slice) {

@@ -91,6 +91,9 @@ uint64_t BucketWaitMs(const BucketSlices& state, uint64_t capacity, uint64_t win
 // can be forgotten then (before, its slices may still add up with another
 // node's of the same slices).
 int64_t BucketFullAtMs(const BucketSlices& state, uint64_t window_ms);
+// BucketFullAtMs(state, window_ms) <= now_ms, without computing the debt's
+// terms when a slice with a cost is not folded yet (the usual case).
+bool BucketFullBy(const BucketSlices& state, uint64_t window_ms, int64_t now_ms);
 
 // Folds every slice before base_slice into the base debt (nothing if the
 // state's base is not earlier). Nodes left without cost are dropped.

@@ -53,13 +53,13 @@ void FrontCounters::Count(size_t stripe, size_t domain_slot, const Outcomes& out
   Add(slot.shadow_denied, outcomes.shadow_denied);
 }
 
-void FrontCounters::RecordLatency(size_t stripe, int64_t latency_ns) {
+void FrontCounters::RecordLatency(size_t stripe, int64_t latency_ns, uint64_t requests) {
   latency_ns = std::max<int64_t>(0, latency_ns);
   size_t bucket = 0;
   while (bucket < kLatencyBoundsNs.size() && latency_ns > kLatencyBoundsNs[bucket]) ++bucket;
   Stripe& counters = stripes_[stripe];
-  Add(counters.latency_buckets[bucket], 1);
-  Add(counters.latency_sum_ns, static_cast<uint64_t>(latency_ns));
+  Add(counters.latency_buckets[bucket], requests);
+  Add(counters.latency_sum_ns, static_cast<uint64_t>(latency_ns) * requests);
 }
 
 FrontCounters::Snapshot FrontCounters::Read() const {

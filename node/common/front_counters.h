@@ -72,8 +72,9 @@ class FrontCounters {
 
   // `domain_slot` below kDomainSlots; `stripe` below stripes().
   void Count(size_t stripe, size_t domain_slot, const Outcomes& outcomes);
-  // One request (however many checks it holds) took `latency_ns` to decide.
-  void RecordLatency(size_t stripe, int64_t latency_ns);
+  // One request (however many checks it holds) took `latency_ns` to decide;
+  // or `requests` requests decided together (a RESP pipeline's batch) each took it.
+  void RecordLatency(size_t stripe, int64_t latency_ns, uint64_t requests = 1);
 
   Snapshot Read() const;
   size_t stripes() const { return stripe_count_; }

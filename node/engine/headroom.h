@@ -2,17 +2,19 @@
 // a key is to its limit (ARCHITECTURE.md "Gossip that follows contention").
 //
 // A node may keep its admissions on a key to itself for a while, as long as
-// what all nodes keep to themselves together can never push the key past its
-// limit. Each node keeps to its share of the headroom, 1/N of what remains of
-// the limit in its view (N: the members, itself included): with views alike,
-// the N shares add up to at most what remains. An admission that takes what
-// the node has kept to itself beyond its share is sent at the next gossip
-// round, as every admission was before; one within its share waits at most
-// DeferralMs, so that counts far from a limit still converge within a known
-// time. Near the limit the share is small and every admission goes at once,
-// so the accuracy there is that of prompt gossip; far from it (most keys,
-// most of the time) a key costs one delta per node per DeferralMs instead of
-// one per gossip round in which it was admitted to.
+// what all nodes keep to themselves together stays a small part of what
+// remains of the limit. Each node keeps back at most 1 / (kHeadroomDivisor N)
+// of what remains in its view (N: the members, itself included): with views
+// alike, all that is kept back is at most 1/kHeadroomDivisor of what
+// remains. The others decide without it, so near the limit the cluster may
+// admit that much more than prompt gossip would: at most limit /
+// kHeadroomDivisor, and about N units on a key whose limit is small. An
+// admission that takes what the node keeps back beyond that is sent at the
+// next gossip round, as every admission was before; one within it waits at
+// most DeferralMs, so that counts far from a limit still converge within a
+// known time. Near the limit every admission goes at once; far from it
+// (most keys, most of the time) a key costs one delta per node per
+// DeferralMs instead of one per gossip round in which it was admitted to.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -24,12 +26,14 @@
 
 namespace tally {
 
+inline constexpr uint64_t kHeadroomDivisor = 32;
+
 // True when `unsent` (an upper bound of what this node admitted on the key
-// and has not sent) is more than its share of `remaining` (what its view
-// leaves of the limit, after the admission) among `members` nodes.
+// and has not sent) is more than it may keep back of `remaining` (what its
+// view leaves of the limit, after the admission) among `members` nodes.
 inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t members) {
-  // unsent * members > remaining, without overflow.
-  return unsent > remaining / (members == 0 ? 1 : members);
+  // unsent * members * kHeadroomDivisor > remaining, without overflow.
+  return unsent > remaining / ((members == 0 ? 1 : members) * kHeadroomDivisor);
 }
 
 // The longest an admission within the node's share may wait before it is

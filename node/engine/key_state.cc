@@ -293,7 +293,7 @@ bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t windo
                int64_t now_ms) {
   // The heard debt first: it is cheap, and a bucket still owing is kept.
   return HeardDebt(entry, std::max<uint64_t>(entry.state.capacity, 1), now_ms) == 0 &&
-         BucketFullAtMs(entry.state, window_ms) <= now_ms;
+         BucketFullBy(entry.state, window_ms, now_ms);
 }
 
 }  // namespace tally

@@ -59,6 +59,14 @@ class KeyTable {
     return it == index_.end() ? nullptr : &At(*it);
   }
 
+  // Prefetches the entries Find(key, hash) may compare (those the index's
+  // hash tags match) without reading them: cheap once PrefetchIndex's memory
+  // has arrived, so that Find then finds its entry cached.
+  void PrefetchEntries(std::string_view key, size_t hash) const {
+    index_.find(Probe{key, hash, /*prefetch_only=*/true});
+    asm volatile("" ::: "memory");
+  }
+
   // Adds a default entry for a key that is not present; returns it.
   Entry* Insert(std::string_view key) {
     uint32_t handle;
@@ -124,6 +132,7 @@ class KeyTable {
   struct Probe {
     std::string_view key;
     size_t hash;
+    bool prefetch_only = false;  // compare nothing: prefetch each candidate, match none
   };
   // Matches the first handle the index holds under the hash's control bits
   // (Eq says yes to any handle: Abseil's find, as Debian 12 ships it, does not
@@ -143,6 +152,10 @@ class KeyTable {
     const KeyTable* table;
     bool operator()(uint32_t a, uint32_t b) const { return a == b; }
     bool operator()(uint32_t handle, const Probe& probe) const {
+      if (probe.prefetch_only) {
+        __builtin_prefetch(&table->At(handle));
+        return false;
+      }
       return table->At(handle).key.view() == probe.key;
     }
     bool operator()(const Probe& probe, uint32_t handle) const { return (*this)(handle, probe); }

@@ -107,44 +107,71 @@ auto Limiter::InShard(size_t hash, F&& f) {
 
 Status Limiter::Check(std::string_view key, const LimitSpec& spec, uint64_t cost,
                       Decision* decision) {
-  if (Status status = ValidateKey(key); !status.ok()) return status;
-  if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  return CheckValid(key, HashKey(key), spec, cost, options_.clock->WallMs(), decision);
+  return ValidateAndCheck(key, spec, cost, options_.clock->WallMs(), decision);
 }
 
 void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<CheckResult> results) {
   const int64_t wall_ms = options_.clock->WallMs();
-  // Stage 1 of request i runs with stage 2 of request i - kDistance and stage 3
-  // of request i - 2 * kDistance, so that each check finds its memory cached.
-  constexpr size_t kDistance = 12;
   const size_t count = std::min(requests.size(), results.size());
-  std::vector<size_t> hashes(count);
-  auto valid = [&](size_t i) { return results[i].status.ok(); };
-  for (size_t i = 0; i < count + 2 * kDistance; ++i) {
-    if (i < count) {
+  if (count == 1) {  // nothing to overlap: the plain check, without the prefetch stages' locks
+    results[0].status = ValidateAndCheck(requests[0].key, requests[0].spec, requests[0].cost,
+                                         wall_ms, &results[0].decision);
+    return;
+  }
+  // Cache hints, each kDistance requests behind the one before, so that each
+  // finds the memory the one before asked for arrived and the check finds all
+  // of it cached: the index slot, the entry, then (a token bucket's, behind
+  // two more pointers) the list of nodes and each node's slices.
+  const auto give_hint = [](Shard& shard, size_t hint, const CheckRequest& request, size_t hash) {
+    switch (hint) {
+      case 0: return shard.PrefetchIndex(request.key, hash, request.spec);
+      case 1: return shard.PrefetchEntry(request.key, hash, request.spec);
+      case 2: return shard.PrefetchNodes(request.key, hash, request.spec);
+      default: return shard.PrefetchSlices(request.key, hash, request.spec);
+    }
+  };
+  constexpr size_t kHints = 4;
+  constexpr size_t kBucketOnlyFrom = 2;  // hints from here on concern token buckets only
+  constexpr size_t kDistance = 6;
+  constexpr size_t kCheckLag = kHints * kDistance;
+  // The hashes of the requests in flight, request i's at i % kInFlight (no allocation).
+  constexpr size_t kInFlight = 32;
+  static_assert(kInFlight > kCheckLag);
+  size_t hashes[kInFlight];
+  for (size_t round = 0; round < count + kCheckLag; ++round) {
+    if (round < count) {
+      const CheckRequest& request = requests[round];
+      results[round].status = ValidateKey(request.key);
+      if (results[round].status.ok()) results[round].status = ValidateSpec(request.spec);
+      if (results[round].status.ok()) hashes[round % kInFlight] = HashKey(request.key);
+    }
+    for (size_t hint = 0; hint < kHints; ++hint) {
+      const size_t lag = hint * kDistance;
+      if (round < lag || round - lag >= count) continue;
+      const size_t i = round - lag;
       const CheckRequest& request = requests[i];
-      results[i].status = ValidateKey(request.key);
-      if (results[i].status.ok()) results[i].status = ValidateSpec(request.spec);
-      if (valid(i)) {
-        hashes[i] = HashKey(request.key);
-        Shard& shard = ShardFor(hashes[i]);
-        std::lock_guard<std::mutex> lock(shard.mu);
-        shard.PrefetchIndex(request.key, hashes[i], request.spec);
+      if (!results[i].status.ok() ||
+          (hint >= kBucketOnlyFrom && request.spec.algorithm != Algorithm::kTokenBucket)) {
+        continue;
       }
-    }
-    if (i >= kDistance && i - kDistance < count && valid(i - kDistance)) {
-      const size_t j = i - kDistance;
-      Shard& shard = ShardFor(hashes[j]);
+      Shard& shard = ShardFor(hashes[i % kInFlight]);
       std::lock_guard<std::mutex> lock(shard.mu);
-      shard.PrefetchEntry(requests[j].key, hashes[j], requests[j].spec);
+      give_hint(shard, hint, request, hashes[i % kInFlight]);
     }
-    if (i >= 2 * kDistance && valid(i - 2 * kDistance)) {
-      const size_t j = i - 2 * kDistance;
-      const CheckRequest& request = requests[j];
-      results[j].status = CheckValid(request.key, hashes[j], request.spec, request.cost, wall_ms,
-                                     &results[j].decision);
+    if (round >= kCheckLag && results[round - kCheckLag].status.ok()) {
+      const size_t i = round - kCheckLag;
+      const CheckRequest& request = requests[i];
+      results[i].status = CheckValid(request.key, hashes[i % kInFlight], request.spec, request.cost,
+                                     wall_ms, &results[i].decision);
     }
   }
+}
+
+Status Limiter::ValidateAndCheck(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                                 int64_t wall_ms, Decision* decision) {
+  if (Status status = ValidateKey(key); !status.ok()) return status;
+  if (Status status = ValidateSpec(spec); !status.ok()) return status;
+  return CheckValid(key, HashKey(key), spec, cost, wall_ms, decision);
 }
 
 Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,

@@ -188,6 +188,9 @@ class Limiter {
 
   static size_t ShardIndex(size_t hash);
   Shard& ShardFor(size_t hash);
+  // Check at wall_ms: validation, then CheckValid.
+  Status ValidateAndCheck(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                          int64_t wall_ms, Decision* decision);
   // Check after validation; retries once after a sweep at the key cap.
   Status CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
                     int64_t wall_ms, Decision* decision);

@@ -322,9 +322,8 @@ void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& sp
 
 void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
   WithClasses(spec.algorithm, [&](auto& classes) {
-    if (const auto* entry = FindEntry(classes, spec, key, hash)) {
-      __builtin_prefetch(entry);
-      __builtin_prefetch(reinterpret_cast<const char*>(entry) + sizeof(*entry) - 1);
+    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
+      limit_class->table->PrefetchEntries(key, hash);
     }
   });
 }
@@ -379,6 +378,18 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
       }
       break;
     }
+  }
+}
+
+void Shard::PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec) {
+  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
+    __builtin_prefetch(entry->state.nodes.data());
+  }
+}
+
+void Shard::PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec) {
+  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
+    for (const NodeSlices& node : entry->state.nodes) __builtin_prefetch(node.counts.data());
   }
 }
 

@@ -94,8 +94,9 @@ struct alignas(64) Shard {
   Status Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                uint64_t cost, int64_t now_ms, Decision* decision);
 
-  // Cache hints for CheckBatch: the index slot, then (once that has arrived)
-  // the entry. They change nothing.
+  // Cache hints for CheckBatch, each once the memory of the one before has
+  // arrived: the index slot, the entry, then a token bucket's list of nodes
+  // and each node's slices. They change nothing.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
   void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
   // And for Limiter::MergeBatch, which goes deeper: after PrefetchIndex, the
@@ -107,6 +108,8 @@ struct alignas(64) Shard {
   // valid only while mu stays held.
   const void* PrefetchProbableEntry(size_t hash, const LimitSpec& spec);
   void PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level);
+  void PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the

@@ -11,6 +11,8 @@ using protocol::AppendBulkString;
 using protocol::AppendInteger;
 
 constexpr char kNotAnInteger[] = "ERR value is not an integer or out of range";
+// Checks decided in one batch at most (a longer pipeline makes several).
+constexpr size_t kMaxQueued = 128;
 
 // Non-negative integers, as the limit commands take them.
 bool ParseCount(std::string_view text, int64_t* value) {
@@ -33,21 +35,12 @@ std::string_view KindName(DescriptorOutcome::Kind kind) {
 
 }  // namespace
 
-void RespSession::Decided(std::chrono::steady_clock::time_point started, size_t domain_slot,
-                          bool allowed, bool shadow_denied) {
-  FrontCounters::Outcomes outcome;
-  (allowed ? outcome.allowed : outcome.denied) = 1;
-  outcome.shadow_denied = shadow_denied ? 1 : 0;
-  shared_.decided->Count(shared_.worker, domain_slot, outcome);
-  const auto took = std::chrono::steady_clock::now() - started;
-  shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count());
-}
-
 // CL.THROTTLE key max_burst count_per_period period [quantity]
 void RespSession::Throttle(Args args, std::string* out) {
   if (args.size() != 5 && args.size() != 6) return WrongArity("cl.throttle", out);
-  const auto started = std::chrono::steady_clock::now();
-  ThrottleArgs throttle;
+  PendingCheck pending;
+  pending.throttle = true;
+  ThrottleArgs& throttle = pending.throttle_args;
   if (!ParseInt64(args[2], &throttle.max_burst) ||
       !ParseInt64(args[3], &throttle.count_per_period) ||
       !ParseInt64(args[4], &throttle.period_s) ||
@@ -58,26 +51,12 @@ void RespSession::Throttle(Args args, std::string* out) {
   if (Status status = ThrottleSpec(throttle, &spec); !status.ok()) {
     return Error("ERR " + std::string(status.message()), out);
   }
-  Decision decision;
-  const auto quantity = static_cast<uint64_t>(throttle.quantity);
-  if (Status status = shared_.limiter->Check(args[1], spec, quantity, &decision); !status.ok()) {
-    return Error("ERR " + std::string(status.message()), out);
-  }
-  const ThrottleReply reply = ToThrottleReply(throttle, decision);
-  if (reply.limited != 0) RespFront::Counters::Bump(shared_.counters->throttled);
-  Decided(started, FrontCounters::kNoDomain, reply.limited == 0, false);
-  protocol::AppendArrayHeader(5, out);
-  AppendInteger(reply.limited, out);
-  AppendInteger(reply.limit, out);
-  AppendInteger(reply.remaining, out);
-  AppendInteger(reply.retry_after_s, out);
-  AppendInteger(reply.reset_after_s, out);
+  Queue(args[1], spec, static_cast<uint64_t>(throttle.quantity), pending, out);
 }
 
 // TALLY.CHECK key algorithm limit window_ms [cost]
 void RespSession::Check(Args args, std::string* out) {
   if (args.size() != 5 && args.size() != 6) return WrongArity("tally.check", out);
-  const auto started = std::chrono::steady_clock::now();
   const std::optional<Algorithm> algorithm = ParseAlgorithm(args[2]);
   if (!algorithm) {
     return Error("ERR unknown algorithm '" + std::string(args[2].substr(0, 64)) +
@@ -90,15 +69,52 @@ void RespSession::Check(Args args, std::string* out) {
     return Error(kNotAnInteger, out);
   }
   const LimitSpec spec{*algorithm, static_cast<uint64_t>(limit), static_cast<uint64_t>(window_ms)};
-  Decision decision;
-  if (Status status = shared_.limiter->Check(args[1], spec, static_cast<uint64_t>(cost), &decision);
-      !status.ok()) {
-    return Error("ERR " + std::string(status.message()), out);
+  Queue(args[1], spec, static_cast<uint64_t>(cost), PendingCheck(), out);
+}
+
+void RespSession::Queue(std::string_view key, const LimitSpec& spec, uint64_t cost,
+                        PendingCheck pending, std::string* out) {
+  if (pending_.empty()) queued_at_ = std::chrono::steady_clock::now();
+  batch_.push_back(Limiter::CheckRequest{key, spec, cost});
+  pending_.push_back(pending);
+  if (pending_.size() == kMaxQueued) DecideQueued(out);
+}
+
+void RespSession::DecideQueued(std::string* out) {
+  if (pending_.empty()) return;
+  results_.resize(batch_.size());
+  shared_.limiter->CheckBatch(batch_, results_);
+  const auto took = std::chrono::steady_clock::now() - queued_at_;
+  FrontCounters::Outcomes counted;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Limiter::CheckResult& result = results_[i];
+    if (!result.status.ok()) {
+      AppendErrorReply("ERR " + std::string(result.status.message()), out);
+      continue;
+    }
+    const Decision& decision = result.decision;
+    bool allowed = decision.allowed;
+    if (pending_[i].throttle) {
+      const ThrottleReply reply = ToThrottleReply(pending_[i].throttle_args, decision);
+      allowed = reply.limited == 0;
+      protocol::AppendArrayHeader(5, out);
+      AppendInteger(reply.limited, out);
+      AppendInteger(reply.limit, out);
+      AppendInteger(reply.remaining, out);
+      AppendInteger(reply.retry_after_s, out);
+      AppendInteger(reply.reset_after_s, out);
+    } else {
+      protocol::AppendMapHeader(6, resp_version_, out);
+      AppendDecision(decision, allowed, out);
+    }
+    ++(allowed ? counted.allowed : counted.denied);
   }
-  if (!decision.allowed) RespFront::Counters::Bump(shared_.counters->throttled);
-  Decided(started, FrontCounters::kNoDomain, decision.allowed, false);
-  protocol::AppendMapHeader(6, resp_version_, out);
-  AppendDecision(decision, decision.allowed, out);
+  // Each decided command waited for the whole batch.
+  shared_.decided->Count(shared_.worker, FrontCounters::kNoDomain, counted);
+  shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count(),
+                                 counted.allowed + counted.denied);
+  batch_.clear();
+  pending_.clear();
 }
 
 // TALLY.POLICY domain key value [key value ...] [HITS n]
@@ -125,9 +141,14 @@ void RespSession::PolicyCheck(Args args, std::string* out) {
                    static_cast<uint64_t>(hits), &policy_scratch_, &outcomes_);
   const DescriptorOutcome& outcome = outcomes_.front();
   if (!outcome.status.ok()) return Error("ERR " + std::string(outcome.status.message()), out);
-  if (!outcome.allowed()) RespFront::Counters::Bump(shared_.counters->throttled);
-  Decided(started, policies ? policies->DomainSlot(args[1]) : FrontCounters::kOtherDomain,
-          outcome.allowed(), outcome.shadow_denied);
+  FrontCounters::Outcomes counted;
+  ++(outcome.allowed() ? counted.allowed : counted.denied);
+  counted.shadow_denied = outcome.shadow_denied ? 1 : 0;
+  shared_.decided->Count(shared_.worker,
+                         policies ? policies->DomainSlot(args[1]) : FrontCounters::kOtherDomain,
+                         counted);
+  const auto took = std::chrono::steady_clock::now() - started;
+  shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count());
   protocol::AppendMapHeader(9, resp_version_, out);
   // A descriptor without a limit, an unlimited one and a shadow denial pass.
   AppendDecision(outcome.decision, outcome.allowed(), out);

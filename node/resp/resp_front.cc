@@ -37,9 +37,9 @@ RespFront::Stats RespFront::stats() const {
   Stats stats;
   for (const Counters& counters : counters_) {
     stats.commands += counters.commands.load(std::memory_order_relaxed);
-    stats.throttled += counters.throttled.load(std::memory_order_relaxed);
     stats.errors += counters.errors.load(std::memory_order_relaxed);
   }
+  stats.throttled = decided_.Read().Total().denied;
   return stats;
 }
 

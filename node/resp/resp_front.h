@@ -52,12 +52,12 @@ class RespFront : public StreamFront {
   };
 
   // One worker's counters, written by that worker only (relaxed atomics).
+  // Denials are counted once, in decided().
   struct alignas(64) Counters {
     std::atomic<uint64_t> commands{0};
-    std::atomic<uint64_t> throttled{0};
     std::atomic<uint64_t> errors{0};
-    static void Bump(std::atomic<uint64_t>& counter) {
-      counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    static void Add(std::atomic<uint64_t>& counter, uint64_t delta) {
+      counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
     }
   };
 

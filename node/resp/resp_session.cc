@@ -101,28 +101,25 @@ RespSession::RespSession(const SessionContext& context, const Shared& shared, ui
 StreamProgress RespSession::Answer(std::span<const std::byte> received, std::string* out) {
   StreamProgress progress;
   const std::string_view bytes(reinterpret_cast<const char*>(received.data()), received.size());
-  while (progress.consumed_bytes < bytes.size()) {
+  while (progress.consumed_bytes < bytes.size() && !progress.close) {
     const protocol::RespCommandParse parse = protocol::ParseCommand(
         bytes.substr(progress.consumed_bytes), shared_.options->limits, &args_);
-    switch (parse.state) {
-      case protocol::RespCommandParse::State::kNeedMore:
-        progress.wanted_bytes = parse.wanted_bytes;
-        return progress;
-      case protocol::RespCommandParse::State::kInvalid:
-        log_->Warn("closing RESP connection from " + peer_ + ": " + parse.error_message);
-        Error("ERR Protocol error: " + parse.error_message, out);
-        progress.close = true;
-        return progress;
-      case protocol::RespCommandParse::State::kComplete: break;
+    if (parse.state == protocol::RespCommandParse::State::kNeedMore) {
+      progress.wanted_bytes = parse.wanted_bytes;
+      break;
+    }
+    if (parse.state == protocol::RespCommandParse::State::kInvalid) {
+      log_->Warn("closing RESP connection from " + peer_ + ": " + parse.error_message);
+      Error("ERR Protocol error: " + parse.error_message, out);
+      progress.close = true;
+      break;
     }
     progress.consumed_bytes += parse.consumed_bytes;
     if (args_.empty()) continue;  // *0 or *-1: nothing to answer, as in Redis
-    RespFront::Counters::Bump(shared_.counters->commands);
-    if (!Dispatch(args_, out)) {
-      progress.close = true;
-      return progress;
-    }
+    RespFront::Counters::Add(shared_.counters->commands, 1);
+    progress.close = !Dispatch(args_, out);
   }
+  DecideQueued(out);  // the keys are views into `received`: decided before it changes
   return progress;
 }
 
@@ -137,14 +134,19 @@ void RespSession::TrimMemory() {
 
 bool RespSession::Dispatch(Args args, std::string* out) {
   const std::string_view name = args[0];
+  if (authenticated_ && EqualsIgnoreCase(name, "CL.THROTTLE")) {
+    Throttle(args, out);
+    return true;
+  }
+  if (authenticated_ && EqualsIgnoreCase(name, "TALLY.CHECK")) {
+    Check(args, out);
+    return true;
+  }
+  DecideQueued(out);  // every reply below comes after those of the checks before it
   const bool always_allowed = EqualsIgnoreCase(name, "AUTH") || EqualsIgnoreCase(name, "HELLO") ||
                               EqualsIgnoreCase(name, "QUIT");
   if (!authenticated_ && !always_allowed) {
     Error("NOAUTH Authentication required.", out);
-  } else if (EqualsIgnoreCase(name, "CL.THROTTLE")) {
-    Throttle(args, out);
-  } else if (EqualsIgnoreCase(name, "TALLY.CHECK")) {
-    Check(args, out);
   } else if (EqualsIgnoreCase(name, "TALLY.POLICY")) {
     PolicyCheck(args, out);
   } else if (EqualsIgnoreCase(name, "PING")) {
@@ -194,7 +196,12 @@ bool RespSession::Dispatch(Args args, std::string* out) {
 }
 
 void RespSession::Error(std::string_view text, std::string* out) {
-  RespFront::Counters::Bump(shared_.counters->errors);
+  DecideQueued(out);
+  AppendErrorReply(text, out);
+}
+
+void RespSession::AppendErrorReply(std::string_view text, std::string* out) {
+  RespFront::Counters::Add(shared_.counters->errors, 1);
   protocol::AppendError(text, out);
 }
 

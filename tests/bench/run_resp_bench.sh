@@ -4,8 +4,11 @@
 # client, redis-benchmark, with the same command line but for the command.
 # Not a test: it prints figures only.
 #
-# ONE tallyd (--threads 1, --memory-only, --resp-port) and ONE redis-server
-# (no persistence) are pinned to CPU 0; redis-benchmark runs pinned to CPU 1:
+# ONE tallyd (--memory-only, --resp-port) and ONE redis-server (no
+# persistence) are pinned to CPU 0; redis-benchmark runs pinned to CPU 1.
+# tallyd gets --threads 1, one worker for the one core it is pinned to, as
+# single-threaded redis-server has: more workers than cores would only add
+# context switches. The command line is
 #   redis-benchmark -c 50 -n REQUESTS -r KEYS -P {1,16} --csv <command>
 # with keys key:__rand_int__ (KEYS random keys). Scenarios, each at -P 1 and
 # -P 16, in one run:
@@ -22,12 +25,19 @@
 # ratios tally / Redis, and the issue's goals; all results go to
 # $BUILD_DIR/resp_bench.json (a JSON array).
 #
-# Environment: REQUESTS per run (500000), KEYS (100000), BUILD_DIR (build).
+# On a machine shared with other work the figures drift from run to run:
+# ROUNDS=n runs every scenario n times, the rounds interleaved so that a
+# drift touches all scenarios alike, and compares the medians (each round's
+# figures are printed and kept in the JSON too).
+#
+# Environment: REQUESTS per run (500000), KEYS (100000), ROUNDS (1),
+# BUILD_DIR (build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 requests=${REQUESTS:-500000}
 keys=${KEYS:-100000}
+rounds=${ROUNDS:-1}
 build_dir=${BUILD_DIR:-build}
 
 # shellcheck source-path=SCRIPTDIR/../..
@@ -88,10 +98,10 @@ echo "same answer on a new key: tally $(redis-cli -p "$resp_port" CL.THROTTLE sa
   tr '\n' ' ')"
 
 results=()
-# run LABEL PIPELINE: one redis-benchmark run of LABEL's command; its figures
-# go to $work_dir/LABEL-pPIPELINE.result (one JSON object).
+# run LABEL PIPELINE ROUND: one redis-benchmark run of LABEL's command; its
+# figures go to $work_dir/LABEL-pPIPELINE-rROUND.result (one JSON object).
 run() {
-  local label=$1 pipeline=$2 port=$redis_port command=() csv
+  local label=$1 pipeline=$2 round=$3 port=$redis_port command=() csv
   case "$label" in
     tally-throttle) command=(CL.THROTTLE key:__rand_int__ 1000 1000 1) ;;
     redis-gcra) command=(EVALSHA "$gcra_sha" 1 key:__rand_int__ 1000 1000 1 1) ;;
@@ -105,17 +115,19 @@ run() {
     -r "$keys" -P "$pipeline" --csv "${command[@]}" 2>/dev/null | tail -n 1 | tr -d '"')
   # test,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms
   IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$csv"
-  printf '{"label": "%s", "pipeline": %s, "ops_per_s": %s, "p50_ms": %s, "p99_ms": %s}\n' \
-    "$label" "$pipeline" "$rps" "$p50" "$p99" >"$work_dir/$label-p$pipeline.result"
-  results+=("$work_dir/$label-p$pipeline.result")
-  printf "%-15s %3s %12.0f %8s %8s\n" "$label" "$pipeline" "$rps" "$p50" "$p99"
+  printf '{"label": "%s", "pipeline": %s, "round": %s, "ops_per_s": %s, "p50_ms": %s, "p99_ms": %s}\n' \
+    "$label" "$pipeline" "$round" "$rps" "$p50" "$p99" >"$work_dir/$label-p$pipeline-r$round.result"
+  results+=("$work_dir/$label-p$pipeline-r$round.result")
+  printf "%-15s %3s %5s %12.0f %8s %8s\n" "$label" "$pipeline" "$round" "$rps" "$p50" "$p99"
 }
 
 labels=(tally-throttle redis-gcra tally-counter redis-counter redis-incr)
 echo
-printf "%-15s %3s %12s %8s %8s\n" scenario -P ops/s p50_ms p99_ms
-for pipeline in 1 16; do
-  for label in "${labels[@]}"; do run "$label" "$pipeline"; done
+printf "%-15s %3s %5s %12s %8s %8s\n" scenario -P round ops/s p50_ms p99_ms
+for round in $(seq "$rounds"); do
+  for pipeline in 1 16; do
+    for label in "${labels[@]}"; do run "$label" "$pipeline" "$round"; done
+  done
 done
 # Nothing was denied on either side (the limits are far above the load).
 echo "tally's RESP counters: $(redis-cli -p "$resp_port" INFO stats | tr -d '\r' |
@@ -123,8 +135,15 @@ echo "tally's RESP counters: $(redis-cli -p "$resp_port" INFO stats | tr -d '\r'
 bench_stop "$tallyd_pid"
 bench_stop "$redis_pid"
 
-field() { bench_json_field "$work_dir/$1-p$2.result" "$3"; }
+# field LABEL PIPELINE NAME: the median over the rounds of a result's field.
+field() {
+  local round
+  for round in $(seq "$rounds"); do
+    bench_json_field "$work_dir/$1-p$2-r$round.result" "$3"
+  done | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 echo
+[ "$rounds" -eq 1 ] || echo "(the ratios and goals below compare medians of $rounds rounds)"
 echo "== ratios, tally / Redis"
 printf "%-32s %3s %8s %8s %8s\n" comparison -P ops/s p50 p99
 compare() {

@@ -146,7 +146,7 @@ TEST_CASE("cluster: gossip follows contention, and a leaving node sends what wai
   auto client = ConnectTo(*cluster, 0);
   for (int i = 0; i < 10; ++i) CHECK(MustCheck(*client, {"far", far, 1}).allowed);
   for (int i = 0; i < 4; ++i) CHECK(MustCheck(*client, {"near", near, 1}).allowed);
-  // 4 of 12: 3 x 4 > 8 remaining, beyond node 0's share: sent at once.
+  // 4 of 12: 4 x 32 x 3 > 8 remaining, beyond what node 0 may keep back: sent at once.
   CHECK(PollUntil([&] {
     return Remaining(*cluster, 1, "near", near) == 8 && Remaining(*cluster, 2, "near", near) == 8;
   }));

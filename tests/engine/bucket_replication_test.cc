@@ -184,6 +184,17 @@ TEST_CASE("bucket merge laws on random replicas of one history") {
       CHECK(BucketDebt(whole, limit, window_ms, later_ms) == central);
       if (later_ms >= t_ms) CHECK(BucketDebt(folded, limit, window_ms, later_ms) == central);
     }
+    // BucketFullBy (the expiry test's shortcut) answers as BucketFullAtMs does, around the
+    // time it gives and before it.
+    const BucketSlices empty{limit, base_slice, 0, {}};
+    const BucketSlices* const states[] = {&a, &whole, &folded, &empty};
+    for (const BucketSlices* x : states) {
+      const int64_t full_ms = BucketFullAtMs(*x, window_ms);
+      for (int64_t now_ms : {int64_t{0}, t_ms, full_ms - 1, full_ms, full_ms + 1}) {
+        CAPTURE(now_ms);
+        CHECK(BucketFullBy(*x, window_ms, now_ms) == (full_ms <= now_ms));
+      }
+    }
   }
 }
 

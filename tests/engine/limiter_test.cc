@@ -2,6 +2,7 @@
 #include "node/engine/limiter.h"
 
 #include <atomic>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,46 @@ struct Fixture {
   ManualClock clock;
   Limiter limiter;
 };
+
+// CheckBatch decides exactly as Check one request after the other does: batches of every size
+// (one, and longer than the prefetch pipeline), every algorithm, a key repeated within a batch,
+// invalid keys and specs, and the key cap, which fails only the checks beyond it.
+TEST_CASE("CheckBatch answers as Check does, request by request, in order") {
+  std::mt19937_64 rng(16);
+  Fixture batched(/*max_keys=*/150);
+  Fixture one_by_one(/*max_keys=*/150);
+  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 3, kMinuteMs},
+                             {Algorithm::kSlidingWindowLog, 3, kMinuteMs},
+                             {Algorithm::kSlidingWindowCounter, 3, kMinuteMs},
+                             {Algorithm::kTokenBucket, 3, kMinuteMs},
+                             {Algorithm::kTokenBucket, 2, 1'000},
+                             {Algorithm::kFixedWindow, 3, 0}};  // invalid: a window of 0
+  std::vector<std::string> keys;
+  for (int i = 0; i < 60; ++i) keys.push_back(std::to_string(i * 7919));
+  keys.push_back("");  // invalid: empty
+  int64_t elapsed_ms = 0;
+  for (size_t size : {0, 1, 2, 5, 31, 32, 33, 100, 100, 100}) {
+    CAPTURE(size);
+    std::vector<Limiter::CheckRequest> requests;
+    for (size_t i = 0; i < size; ++i) {
+      requests.push_back({keys[rng() % keys.size()], specs[rng() % std::size(specs)], rng() % 3});
+    }
+    std::vector<Limiter::CheckResult> results(size);
+    batched.limiter.CheckBatch(requests, results);
+    for (size_t i = 0; i < size; ++i) {
+      CAPTURE(i);
+      Decision decision;
+      const Status status =
+          one_by_one.limiter.Check(requests[i].key, requests[i].spec, requests[i].cost, &decision);
+      CHECK(results[i].status.code() == status.code());
+      if (status.ok()) CHECK(results[i].decision == decision);
+    }
+    elapsed_ms += static_cast<int64_t>(rng() % 2'000);
+    batched.At(elapsed_ms);
+    one_by_one.At(elapsed_ms);
+  }
+  CHECK(batched.limiter.key_count() == one_by_one.limiter.key_count());
+}
 
 // The seed: 100/min, 100 requests at 0:59 and 100 at 1:00.
 TEST_CASE("seed boundary scenario: what each algorithm admits") {

@@ -246,6 +246,56 @@ TEST_CASE("resp: pipelined commands are answered in order across any split") {
   }
 }
 
+// Checks pipelined with other commands, errors, AUTH and QUIT in one buffer
+// (decided in batches) answer exactly what the same commands sent one at a
+// time answer, in order; nothing after QUIT is answered.
+TEST_CASE("resp: pipelined checks answer as the same commands sent one by one") {
+  std::vector<std::vector<std::string_view>> commands = {
+      {"CL.THROTTLE", "p", "1", "1", "60"},  // before AUTH: NOAUTH
+      {"AUTH", "pw"},
+      {"CL.THROTTLE", "p", "1", "1", "60"},
+      {"TALLY.CHECK", "k", "fixed_window", "2", "3600000"},
+      {"CL.THROTTLE", "p", "1", "1", "60"},
+      {"CL.THROTTLE", "p", "x", "1", "60"},  // not an integer
+      {"TALLY.CHECK", "k", "fixed_window", "2", "3600000"},
+      {"CL.THROTTLE", "p", "1", "1", "60"},                  // limited
+      {"TALLY.CHECK", "k", "fixed_window", "2", "3600000"},  // denied
+      {"TALLY.CHECK", "", "fixed_window", "2", "3600000"},   // the engine refuses the key
+      {"PING"},
+      {"TALLY.CHECK", "k", "leaky", "2", "1000"},
+      {"TALLY.CHECK", "s", "sliding_counter", "5", "60000", "2"},
+      {"HELLO", "3"},
+      {"TALLY.CHECK", "s", "sliding_counter", "5", "60000", "2"},
+      {"CL.THROTTLE", "q", "2", "1", "60", "0"},  // a peek
+  };
+  // Longer than one batch: a few keys, each checked until limited.
+  for (int i = 0; i < 300; ++i) {
+    static const std::string_view kKeys[] = {"a", "b", "c", "d", "e"};
+    commands.push_back({"CL.THROTTLE", kKeys[i % 5], "40", "1", "60"});
+  }
+  commands.push_back({"QUIT"});
+  commands.push_back({"CL.THROTTLE", "p", "1", "1", "60"});  // after QUIT: not answered
+
+  RespFront::Options options;
+  options.password = "pw";
+  Harness one_by_one(options);
+  std::string expected;
+  for (const auto& command : commands) {
+    if (!one_by_one.closed()) expected += one_by_one.Call(command);
+  }
+  std::string pipelined;
+  for (const auto& command : commands) protocol::AppendCommand(command, &pipelined);
+  Harness harness(options);
+  CHECK(harness.Send(pipelined) == expected);
+  CHECK(harness.closed());
+  CHECK(harness.front().stats().commands == one_by_one.front().stats().commands);
+  CHECK(harness.front().stats().errors == one_by_one.front().stats().errors);
+  CHECK(harness.front().stats().throttled == one_by_one.front().stats().throttled);
+  CHECK(harness.front().stats().throttled == 2 + 5 * (60 - 41));
+  CHECK(harness.front().decided().Read().latency_count ==
+        one_by_one.front().decided().Read().latency_count);
+}
+
 // Bytes that are not a command get a protocol error and the connection is
 // closed, at once, before a claimed length's bytes arrive.
 TEST_CASE("resp: malformed commands close the connection with a protocol error") {
