@@ -180,15 +180,20 @@ TEST_CASE("escrow: three gossiping engines share one token bucket") {
   }
 }
 
+// Node 1 of a gossiping cluster of `members` with escrow epochs of 200 ms.
+Limiter::Options EscrowedNode(const Clock* clock, size_t members) {
+  Limiter::Options options{1, 1'000, clock};
+  options.replicate = true;
+  options.escrow_epoch_ms = 200;
+  options.cluster_size = members;
+  return options;
+}
+
 // A request a central limiter admits on an idle key passes under escrow
 // too, whatever its cost; once the key is in use, the share applies again.
 TEST_CASE("escrow: an idle key admits any cost up to the limit") {
   ManualClock clock(kStartMs);
-  Limiter::Options options{1, 1'000, &clock};
-  options.replicate = true;
-  options.escrow_epoch_ms = 200;
-  options.cluster_size = 3;
-  Limiter limiter(options);
+  Limiter limiter(EscrowedNode(&clock, 3));
   for (const LimitSpec& spec : {LimitSpec{Algorithm::kFixedWindow, 100, 60'000},
                                 LimitSpec{Algorithm::kSlidingWindowCounter, 100, 60'000},
                                 LimitSpec{Algorithm::kTokenBucket, 100, 60'000}}) {
@@ -212,11 +217,7 @@ TEST_CASE("escrow: an idle key admits any cost up to the limit") {
 // leaves of the cluster-wide limit throughout, never the share.
 TEST_CASE("escrow: a spent share waits for the next epoch") {
   ManualClock clock(kStartMs);
-  Limiter::Options options{1, 1'000, &clock};
-  options.replicate = true;
-  options.escrow_epoch_ms = 200;
-  options.cluster_size = 2;
-  Limiter limiter(options);
+  Limiter limiter(EscrowedNode(&clock, 2));
   const LimitSpec spec{Algorithm::kFixedWindow, 100, 1'000};
   KeySnapshot peer;
   peer.key.push_back('k');  // (GCC 12 warns falsely, -Wrestrict, on = "k" here with sanitizers)
