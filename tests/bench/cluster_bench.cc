@@ -517,9 +517,9 @@ int main(int argc, char** argv) {
   CLI::Option* bucket_only = app.add_flag("--bucket-only", settings.bucket_only,
                                           "Only the token bucket's figures (1c and 3b)");
   app.add_option("--only", settings.only,
-                 "Only the replication overhead factor (6) or the accuracy against one central "
-                 "node (7)")
-      ->check(CLI::IsMember({"overhead", "accuracy"}))
+                 "Only the counters' admission per window (1), the replication overhead factor "
+                 "(6) or the accuracy against one central node (7)")
+      ->check(CLI::IsMember({"admission", "overhead", "accuracy"}))
       ->excludes(bucket_only);
   app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
       ->capture_default_str();
@@ -557,6 +557,9 @@ int main(int argc, char** argv) {
     BucketGossip(settings, *cluster);
     cluster.reset();
     Membership(settings, nodes);
+  }
+  if (settings.only == "admission") {
+    for (const size_t nodes : {size_t{3}, size_t{5}}) Admission(settings, nodes);
   }
   if (all || settings.only == "overhead") tally::bench::Overhead(settings);
   if (all || settings.only == "accuracy") {
