@@ -53,18 +53,11 @@ class KeyTable {
 
   // The entry that a key of this hash probably is, found by the hash alone:
   // reads the index (PrefetchIndex it first) and no entry, so that the entry
-  // can be prefetched. It may be another key's, or null; only for cache hints.
+  // can be prefetched before Find compares it. It may be another key's, or
+  // null; only for cache hints.
   const Entry* Probable(size_t hash) const {
     auto it = index_.find(HashOnly{hash});
     return it == index_.end() ? nullptr : &At(*it);
-  }
-
-  // Prefetches the entries Find(key, hash) may compare (those the index's
-  // hash tags match) without reading them: cheap once PrefetchIndex's memory
-  // has arrived, so that Find then finds its entry cached.
-  void PrefetchEntries(std::string_view key, size_t hash) const {
-    index_.find(Probe{key, hash, /*prefetch_only=*/true});
-    asm volatile("" ::: "memory");
   }
 
   // Adds a default entry for a key that is not present; returns it.
@@ -132,7 +125,6 @@ class KeyTable {
   struct Probe {
     std::string_view key;
     size_t hash;
-    bool prefetch_only = false;  // compare nothing: prefetch each candidate, match none
   };
   // Matches the first handle the index holds under the hash's control bits
   // (Eq says yes to any handle: Abseil's find, as Debian 12 ships it, does not
@@ -152,10 +144,6 @@ class KeyTable {
     const KeyTable* table;
     bool operator()(uint32_t a, uint32_t b) const { return a == b; }
     bool operator()(uint32_t handle, const Probe& probe) const {
-      if (probe.prefetch_only) {
-        __builtin_prefetch(&table->At(handle));
-        return false;
-      }
       return table->At(handle).key.view() == probe.key;
     }
     bool operator()(const Probe& probe, uint32_t handle) const { return (*this)(handle, probe); }

@@ -125,9 +125,8 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   const auto give_hint = [](Shard& shard, size_t hint, const CheckRequest& request, size_t hash) {
     switch (hint) {
       case 0: return shard.PrefetchIndex(request.key, hash, request.spec);
-      case 1: return shard.PrefetchEntry(request.key, hash, request.spec);
-      case 2: return shard.PrefetchNodes(request.key, hash, request.spec);
-      default: return shard.PrefetchSlices(request.key, hash, request.spec);
+      case 1: shard.PrefetchProbableEntry(hash, request.spec); return;
+      default: return shard.PrefetchBucketState(request.key, hash, request.spec, hint - 2);
     }
   };
   constexpr size_t kHints = 4;

@@ -38,6 +38,16 @@ void PrefetchObject(const T* object) {
   __builtin_prefetch(reinterpret_cast<const char*>(object) + sizeof(T) - 1);
 }
 
+// A token bucket's memory outside its entry: level 0 its list of nodes,
+// level 1 (once that has arrived) each node's slices.
+void PrefetchBucket(const BucketEntry& entry, size_t level) {
+  const std::vector<NodeSlices>& nodes = entry.state.nodes;
+  if (level == 0) __builtin_prefetch(nodes.data());
+  if (level == 1) {
+    for (const NodeSlices& node : nodes) __builtin_prefetch(node.counts.data());
+  }
+}
+
 // The same, trying first `probable`: an entry PrefetchProbableEntry returned
 // for this key's class, mu held since (so it is an entry of that class's
 // table, perhaps since erased or reused): it is the key's if it holds the key.
@@ -283,10 +293,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   BucketSlices full;  // a bucket this node does not hold yet (no allocation)
   full.base_slice = BucketBaseFor(slice);
   const BucketSlices& state = entry ? entry->state : full;
-  const auto heard_at = [&](int64_t at_ms) {
-    return entry ? HeardDebt(*entry, spec.limit, at_ms) : 0;
-  };
-  const uint64_t heard = heard_at(now_ms);
+  const uint64_t heard = entry ? HeardDebt(*entry, spec.limit, now_ms) : 0;
   // A lone node's heard debt is exact: its slices' debt, never smaller, is not computed.
   const bool heard_least = !entry || HeardIsLeast(*entry, heard);
   Decision result = DecideTokenBucket(spec, heard_least ? nullptr : &state, heard, now_ms, cost);
@@ -316,14 +323,6 @@ void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& sp
   WithClasses(spec.algorithm, [&](auto& classes) {
     if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
       limit_class->table->PrefetchIndex(key, hash);
-    }
-  });
-}
-
-void Shard::PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec) {
-  WithClasses(spec.algorithm, [&](auto& classes) {
-    if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
-      limit_class->table->PrefetchEntries(key, hash);
     }
   });
 }
@@ -370,27 +369,15 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
       if (level == 1 && log->remote) prefetch(log->remote->nodes.data());
       break;
     }
-    case Algorithm::kTokenBucket: {
-      const auto& nodes = static_cast<const BucketEntry*>(entry)->state.nodes;
-      if (level == 0) prefetch(nodes.data());
-      if (level == 1) {
-        for (const NodeSlices& node : nodes) prefetch(node.counts.data());
-      }
+    case Algorithm::kTokenBucket:
+      PrefetchBucket(*static_cast<const BucketEntry*>(entry), level);
       break;
-    }
   }
 }
 
-void Shard::PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec) {
-  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
-    __builtin_prefetch(entry->state.nodes.data());
-  }
-}
-
-void Shard::PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec) {
-  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) {
-    for (const NodeSlices& node : entry->state.nodes) __builtin_prefetch(node.counts.data());
-  }
+void Shard::PrefetchBucketState(std::string_view key, size_t hash, const LimitSpec& spec,
+                                size_t level) {
+  if (const BucketEntry* entry = FindEntry(buckets, spec, key, hash)) PrefetchBucket(*entry, level);
 }
 
 bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self,

@@ -94,22 +94,18 @@ struct alignas(64) Shard {
   Status Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                uint64_t cost, int64_t now_ms, Decision* decision);
 
-  // Cache hints for CheckBatch, each once the memory of the one before has
-  // arrived: the index slot, the entry, then a token bucket's list of nodes
-  // and each node's slices. They change nothing.
+  // Cache hints for CheckBatch and MergeBatch, each once the memory of the
+  // one before has arrived. They change nothing. First the index slot; then
+  // the entry a key of this hash probably is (found without reading any
+  // entry; it may be another key's, or null), prefetched and returned (valid
+  // only while mu stays held). Then, level 0 and 1: for a check, a token
+  // bucket's list of nodes and each node's slices; for a merge, the memory
+  // outside that entry that merging the snapshot reads (other nodes' slots,
+  // stamps or slices), what it points to and what that points to.
   void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
-  void PrefetchEntry(std::string_view key, size_t hash, const LimitSpec& spec);
-  // And for Limiter::MergeBatch, which goes deeper: after PrefetchIndex, the
-  // entry a key of this hash probably is (found without reading any entry;
-  // it may be another key's, or null) is prefetched and returned; then, for
-  // that entry, the memory outside it that merging the snapshot reads (other
-  // nodes' slots, stamps or slices): level 0 once the entry has arrived, what
-  // it points to; level 1 once that has, what that points to. The entry is
-  // valid only while mu stays held.
   const void* PrefetchProbableEntry(size_t hash, const LimitSpec& spec);
+  void PrefetchBucketState(std::string_view key, size_t hash, const LimitSpec& spec, size_t level);
   void PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level);
-  void PrefetchNodes(std::string_view key, size_t hash, const LimitSpec& spec);
-  void PrefetchSlices(std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Replication (validated). Read: every node's state of the key; false
   // when it holds nothing live. Merge: slot-wise / stamp-wise max with the
