@@ -233,12 +233,22 @@ Status Server::ServeEarly(const std::string& name) {
 }
 
 Status Server::Listen() {
-  for (Port& port : impl_->ports) {
+  Impl& impl = *impl_;
+  for (Port& port : impl.ports) {
     if (port.serving) continue;
     if (Status status = tally::Listen(*port.acceptor, port.address, port.requested_port, port.name);
         !status.ok()) {
       return status;
     }
+  }
+  // From here a signal is held for Run() (asio queues it until the wait)
+  // instead of ending the process: a caller may say it is ready (sd_notify,
+  // /readyz) before Run() has begun, and a SIGTERM then must drain, not kill.
+  // No handler of `signals` runs yet, so adding from this thread is safe.
+  if (impl.options.handle_signals) {
+    impl.signals.add(SIGTERM);
+    impl.signals.add(SIGINT);
+    impl.signals.add(SIGHUP);
   }
   return Status::OK();
 }
@@ -263,12 +273,7 @@ void Server::Run() {
       asio::co_spawn(impl.workers[0].io, impl.SweepPeriodically(),
                      [](std::exception_ptr e) { LogFailure(e, "sweep"); });
     }
-    if (impl.options.handle_signals) {
-      impl.signals.add(SIGTERM);
-      impl.signals.add(SIGINT);
-      impl.signals.add(SIGHUP);
-      impl.WaitForSignal();
-    }
+    if (impl.options.handle_signals) impl.WaitForSignal();  // signals added by Listen()
   });
   const bool worker0_on_caller = impl.threads.empty();
   impl.StartThreads(worker0_on_caller);

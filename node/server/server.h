@@ -112,7 +112,8 @@ class Server {
 
   // Binds and listens on every port not served early. After OK, port() is
   // the client port's bound port and front_port(name) that of the front
-  // added as `name`.
+  // added as `name`, and (Options::handle_signals) SIGTERM, SIGINT and
+  // SIGHUP are held for Run() instead of their default action.
   Status Listen();
   uint16_t port() const;
   uint16_t front_port(const std::string& name) const;
