@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   std::string cluster_secret_file;
   int64_t recovery_timeout_ms = 3'000;
   bool escrow = false;
+  bool plain_gossip = false;
   std::string partition_mode = "fail-open";
   int64_t escrow_epoch_ms = 200;
 
@@ -214,6 +215,11 @@ int main(int argc, char** argv) {
                  "sync before serving")
       ->check(tally::bin::InRange(0, kHourMs))
       ->capture_default_str();
+  app.add_flag("--plain-gossip", plain_gossip,
+               "Near a limit, let this node spend all that its view leaves until it hears from "
+               "the others, instead of its share of it (1 / nodes) with what it has not sent "
+               "yet: a burst at one node passes at once, but nodes admitting at once pass the "
+               "limit together");
   app.add_flag("--escrow", escrow,
                "Near a limit, spend only this node's demand-weighted share of what remains per "
                "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
@@ -306,6 +312,7 @@ int main(int argc, char** argv) {
   limiter_options.replicate = clustered;
   if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
+    limiter_options.share_wait_ms = plain_gossip ? 0 : gossip_options.interval_ms;
     limiter_options.partition_share = partition_mode == "share";
   }
   tally::Limiter limiter(limiter_options);

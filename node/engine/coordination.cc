@@ -29,6 +29,20 @@ int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after
   return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
 }
 
+void Coordination::CapToShare(uint64_t cost, uint64_t unsent_before, Decision* decision) const {
+  // Nothing waits (the rule's one request per round), or a peek.
+  if (!CountsUnsent() || unsent_before == 0 || cost == 0) return;
+  // Shared with the members this node's admissions reach: while cut off from
+  // some, each side enforces the limit on its own (the partition modes).
+  const size_t unreachable = settings_.unreachable_peers->load(std::memory_order_relaxed);
+  const size_t members = this->members() - std::min(unreachable, this->members() - 1);
+  if (members <= 1) return;
+  // (unsent_before + cost) * members > remaining, without overflow.
+  const uint64_t share = decision->remaining / members;
+  if (cost <= share && unsent_before <= share - cost) return;
+  Cap(0, cost, static_cast<uint64_t>(settings_.share_wait_ms), decision);
+}
+
 int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
                               std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const {
   const LimitSpec& spec = check.spec;
@@ -76,6 +90,7 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
+  CapToShare(check.cost, check.unsent_before, decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
@@ -127,6 +142,7 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
+  CapToShare(check.cost, check.unsent_before, decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 

@@ -19,12 +19,22 @@
 
 namespace tally {
 
+// What an entry's own_unsent holds when it is not known (RemoteCounts made by
+// a merge while some of this node's admissions waited to be sent).
+inline constexpr uint32_t kUnsentUnknown = UINT32_MAX;
+
 // Other nodes' slots of a counting key: allocated once a peer reports, or,
-// with escrow (node/engine/escrow.h), once the key is checked: its epoch lives here.
+// with escrow (node/engine/escrow.h), once the key is checked: its epoch lives
+// here; or once this node's unsent admissions on it come near its share of
+// what remains (node/engine/coordination.h).
 struct RemoteCounts {
   GCounter current;
   GCounter previous;
   EscrowEpoch epoch;
+  // What this node admitted on the key and has not sent to its peers yet,
+  // meaningful only while the entry is marked as having something to send
+  // (node/engine/shard.h); kUnsentUnknown: as much as its own slots.
+  uint32_t own_unsent = kUnsentUnknown;
 };
 
 // Fixed window and sliding-window counter. The own node's slot of the
@@ -111,6 +121,9 @@ struct BucketEntry {
   // hold at its true time (no merge has added to the slices since it was last
   // 0): it is then the smaller, and the slices' debt need not be computed.
   bool heard_exact = false;
+  // What this node admitted and has not sent to its peers yet, meaningful
+  // only while the entry is marked as having something to send (shard.h).
+  uint32_t own_unsent = 0;
   std::unique_ptr<EscrowEpoch> epoch;
 };
 

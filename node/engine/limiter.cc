@@ -86,6 +86,7 @@ Limiter::Limiter(const Options& options)
     coordination.escrow_epoch_ms = options.escrow_epoch_ms;
     coordination.partition_share = options.partition_share;
     coordination.gossip_max_delay_ms = options.gossip_max_delay_ms;
+    coordination.share_wait_ms = options.replicate ? options.share_wait_ms : 0;
     coordination.cluster_size = &cluster_size_;
     coordination.unreachable_peers = &unreachable_peers_;
     shards_[i].coordination = Coordination(coordination);

@@ -68,6 +68,13 @@ class Limiter {
     // admission at the next CollectGossip. Escrow needs views less than an
     // epoch old, so with escrow_epoch_ms > 0 it is 0.
     int64_t gossip_max_delay_ms = 0;
+    // With replicate, in a cluster, without escrow: what this node admitted on
+    // a counter or bucket key and CollectGossip has not handed out stays
+    // within its share, 1/cluster_size, of what its view leaves of the limit
+    // (node/engine/coordination.h); a request beyond it is denied with
+    // retry_after_ms = share_wait_ms, which should be the time between two
+    // CollectGossip calls. 0: no share (plain gossip).
+    int64_t share_wait_ms = 0;
     // Share of remaining (node/engine/escrow.h) for fixed window, sliding
     // counter and token bucket keys: 0 off, else the epoch (one gossip
     // interval). cluster_size: the members, this node included, until

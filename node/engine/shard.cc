@@ -169,6 +169,28 @@ void ReleaseDeferred(LimitClass<Entry>& limit_class, int64_t now_ms, bool all) {
   }
 }
 
+// Whether some of this node's admissions on the entry wait to be sent.
+bool WaitsToBeSent(const CompactKey& key) {
+  return key.marked(kGossipMark) || key.marked(kDeferredMark);
+}
+
+// What this node admitted on the entry and has not sent: counted exactly once
+// coordination asked for it (RemoteCounts::own_unsent), else its own slots.
+uint64_t UnsentNow(const CounterEntry* entry) {
+  if (entry == nullptr || !WaitsToBeSent(entry->key)) return 0;
+  const uint64_t own = uint64_t{entry->own_current} + entry->own_previous;
+  if (!entry->remote || entry->remote->own_unsent == kUnsentUnknown) return own;
+  return std::min<uint64_t>(entry->remote->own_unsent, own);
+}
+
+uint64_t UnsentNow(const BucketEntry* entry) {
+  return entry != nullptr && WaitsToBeSent(entry->key) ? entry->own_unsent : 0;
+}
+
+uint32_t Unsent32(uint64_t unsent) {
+  return static_cast<uint32_t>(std::min<uint64_t>(unsent, kUnsentUnknown - 1));
+}
+
 }  // namespace
 
 template <typename Entry>
@@ -246,10 +268,12 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                    (entry->key.marked(kDeferredMark) ? entry->own_previous : 0)
              : 0) +
       cost;
+  const uint64_t unsent_before = UnsentNow(entry);
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
-  const int64_t gossip_delay_ms = coordination.Counter(
-      {spec, cost, now_ms, window_index, elapsed_ms, current, previous, unsent_after}, entry,
-      &fresh, &result);
+  const int64_t gossip_delay_ms =
+      coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
+                            unsent_after, unsent_before},
+                           entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
@@ -260,6 +284,10 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
       entry->remote = std::move(fresh);
     }
     entry->own_current += static_cast<uint32_t>(cost);
+    if (coordination.CountsUnsent() && (entry->remote || gossip_delay_ms == 0)) {
+      if (!entry->remote) entry->remote = std::make_unique<RemoteCounts>();
+      entry->remote->own_unsent = Unsent32(unsent_before + cost);
+    }
     MarkAdmitted(counters, spec, entry, gossip_delay_ms, now_ms);
   }
   *decision = result;
@@ -300,9 +328,10 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   // What this node would have kept to itself: its live slices, sent or not.
   const NodeId self = coordination.self();
   const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
+  const uint64_t unsent_before = UnsentNow(entry);
   std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
-  const int64_t gossip_delay_ms =
-      coordination.Bucket({spec, cost, now_ms, slice, state, unsent_after}, entry, &fresh, &result);
+  const int64_t gossip_delay_ms = coordination.Bucket(
+      {spec, cost, now_ms, slice, state, unsent_after, unsent_before}, entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
@@ -313,6 +342,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       entry->epoch = std::move(fresh);
     }
     AdmitToBucket(*entry, self, spec, cost, now_ms);
+    if (coordination.CountsUnsent()) entry->own_unsent = Unsent32(unsent_before + cost);
     MarkAdmitted(buckets, spec, entry, gossip_delay_ms, now_ms);
   }
   *decision = result;

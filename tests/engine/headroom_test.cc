@@ -13,32 +13,22 @@
 #include <doctest/doctest.h>
 
 #include "node/engine/limiter.h"
+#include "tests/engine/engine_cluster.h"
 
 namespace tally {
 namespace {
 
 constexpr int64_t kStartMs = 1'700'000'080'000;  // 40 s into a minute
 
-struct Node {
-  Node(ManualClock* clock, NodeId id, int64_t max_delay_ms, size_t members) {
-    Limiter::Options options{id, 1'000'000, clock};
-    options.replicate = true;
-    options.gossip_max_delay_ms = max_delay_ms;
-    options.cluster_size = members;
-    limiter = std::make_unique<Limiter>(options);
-  }
-  bool Admit(std::string_view key, const LimitSpec& spec, uint64_t cost = 1) {
-    Decision decision;
-    REQUIRE(limiter->Check(key, spec, cost, &decision).ok());
-    return decision.allowed;
-  }
-  std::vector<KeySnapshot> Collect(bool flush = false) {
-    std::vector<KeySnapshot> deltas;
-    limiter->CollectGossip([&](const KeySnapshot& s) { deltas.push_back(s); }, flush);
-    return deltas;
-  }
-  std::unique_ptr<Limiter> limiter;
-};
+using testing::EngineNode;
+
+// A node of a cluster of `members` whose admissions far from a limit may wait max_delay_ms.
+EngineNode Node(ManualClock* clock, NodeId id, int64_t max_delay_ms, size_t members) {
+  Limiter::Options options{id, 1'000'000, clock};
+  options.gossip_max_delay_ms = max_delay_ms;
+  options.cluster_size = members;
+  return EngineNode(clock, id, options);
+}
 
 // The share rule: more than 1/(32 N) of what remains, without overflow.
 TEST_CASE("headroom share: unsent beyond remaining / (32 members)") {
@@ -66,7 +56,7 @@ TEST_CASE("headroom deferral: capped by the window") {
 // admission made meanwhile; not before.
 TEST_CASE("headroom: a key far from its limit waits, then goes with all its admissions") {
   ManualClock clock(kStartMs);
-  Node node(&clock, 1, 1'000, 3);
+  EngineNode node = Node(&clock, 1, 1'000, 3);
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
   for (int i = 0; i < 10; ++i) {
     CHECK(node.Admit("far", spec));
@@ -89,7 +79,7 @@ TEST_CASE("headroom: a key far from its limit waits, then goes with all its admi
 // exceeds 1/96 of what remains (3 nodes).
 TEST_CASE("headroom: near the limit an admission goes at the next round") {
   ManualClock clock(kStartMs);
-  Node node(&clock, 1, 10'000, 3);
+  EngineNode node = Node(&clock, 1, 10'000, 3);
   const LimitSpec spec{Algorithm::kFixedWindow, 1'000, 60'000};
   int waited = 0;
   for (int i = 1; i <= 1'000; ++i) {
@@ -105,7 +95,7 @@ TEST_CASE("headroom: near the limit an admission goes at the next round") {
 // Leaving the cluster sends what waits, however long it may still wait.
 TEST_CASE("headroom: flushing sends every waiting admission") {
   ManualClock clock(kStartMs);
-  Node node(&clock, 1, 10'000, 3);
+  EngineNode node = Node(&clock, 1, 10'000, 3);
   const LimitSpec counter{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
   const LimitSpec bucket{Algorithm::kTokenBucket, 1'000'000, 3'600'000};
   CHECK(node.Admit("a", counter));
@@ -118,11 +108,11 @@ TEST_CASE("headroom: flushing sends every waiting admission") {
 // The log and escrow keep prompt gossip; so does a delay of 0.
 TEST_CASE("headroom: the log, escrow and a zero delay send every round") {
   ManualClock clock(kStartMs);
-  Node zero(&clock, 1, 0, 3);
+  EngineNode zero = Node(&clock, 1, 0, 3);
   const LimitSpec counter{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
   CHECK(zero.Admit("k", counter));
   CHECK(zero.Collect().size() == 1);
-  Node deferring(&clock, 2, 10'000, 3);
+  EngineNode deferring = Node(&clock, 2, 10'000, 3);
   CHECK(deferring.Admit("l", {Algorithm::kSlidingWindowLog, 1'000'000, 60'000}));
   CHECK(deferring.Collect().size() == 1);
   Limiter::Options options{3, 1'000, &clock};
@@ -144,7 +134,7 @@ TEST_CASE("headroom: the log, escrow and a zero delay send every round") {
 TEST_CASE("headroom: a waiting count crosses a window and is still sent") {
   ManualClock clock(kStartMs + 10'000);  // 50 s into a minute
   const int64_t minute = clock.WallMs() / 60'000;
-  Node node(&clock, 1, 30'000, 3);  // waits 15 s, a quarter of the window
+  EngineNode node = Node(&clock, 1, 30'000, 3);  // waits 15 s, a quarter of the window
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 2'000, 60'000};
   for (int i = 0; i < 10; ++i) CHECK(node.Admit("k", spec));
   CHECK(node.Collect().empty());  // 10 of 2000: 96 x 10 <= 1990
@@ -164,7 +154,7 @@ TEST_CASE("headroom: a waiting count crosses a window and is still sent") {
 // A waiting key freed (erased) and its slot reused leaves no stale send.
 TEST_CASE("headroom: an erased waiting key is not sent") {
   ManualClock clock(kStartMs);
-  Node node(&clock, 1, 1'000, 3);
+  EngineNode node = Node(&clock, 1, 1'000, 3);
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
   CHECK(node.Admit("gone", spec));
   REQUIRE(node.limiter->Erase("gone", spec).ok());
@@ -181,24 +171,16 @@ uint64_t AdmittedInCluster(uint32_t seed, size_t members, const LimitSpec& spec,
   // per_round: requests per round over all nodes.
   std::mt19937 random(seed);
   ManualClock clock(kStartMs - 40'000);  // a minute's start: one window throughout
-  std::vector<Node> nodes;
-  for (size_t i = 0; i < members; ++i) nodes.emplace_back(&clock, i + 1, max_delay_ms, members);
+  Limiter::Options options{1, 1'000'000, &clock};
+  options.gossip_max_delay_ms = max_delay_ms;
+  std::vector<EngineNode> nodes = testing::MakeNodes(&clock, members, options);
   uint64_t admitted = 0;
   for (int round = 0; round < rounds; ++round) {
     for (int i = 0; i < per_round; ++i) {
       if (nodes[random() % members].Admit("k", spec)) ++admitted;
     }
     clock.AdvanceMs(50);
-    std::vector<std::vector<KeySnapshot>> deltas;
-    for (Node& node : nodes) deltas.push_back(node.Collect());
-    for (size_t from = 0; from < members; ++from) {
-      for (size_t to = 0; to < members; ++to) {
-        if (from == to) continue;
-        for (const KeySnapshot& delta : deltas[from]) {
-          REQUIRE(nodes[to].limiter->Merge(delta).ok());
-        }
-      }
-    }
+    testing::RunRound(nodes);
   }
   return admitted;
 }

@@ -1,0 +1,173 @@
+// Shares of what remains (node/engine/coordination.h), the default mode of a
+// cluster: what a node admits and has not sent stays within 1/N of what its
+// view leaves, so that nodes admitting at once do not pass the limit together.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "node/engine/limiter.h"
+#include "tests/engine/engine_cluster.h"
+
+namespace tally {
+namespace {
+
+using testing::EngineNode;
+using testing::MakeNodes;
+using testing::RunRound;
+
+constexpr int64_t kMinuteStartMs = 1'700'000'040'000;
+constexpr int64_t kRoundMs = 50;
+
+// A cluster's options: shares held (share_wait_ms one round), or plain gossip (0).
+Limiter::Options ClusterOptions(bool shares) {
+  Limiter::Options options;
+  options.share_wait_ms = shares ? kRoundMs : 0;
+  return options;
+}
+
+const LimitSpec kSpecs[] = {{Algorithm::kFixedWindow, 100, 60'000},
+                            {Algorithm::kSlidingWindowCounter, 100, 60'000},
+                            {Algorithm::kTokenBucket, 100, 3'600'000}};
+
+// Every node admits until it is denied, with no round in between.
+uint64_t Burst(std::vector<EngineNode>& nodes, const LimitSpec& spec, int per_node) {
+  uint64_t admitted = 0;
+  for (int i = 0; i < per_node; ++i) {
+    for (EngineNode& node : nodes) admitted += node.Admit("fresh", spec) ? 1 : 0;
+  }
+  return admitted;
+}
+
+// A burst of 5x the limit on a fresh key at every node at once: with shares
+// the nodes together admit at most the limit; plain gossip admits it at each.
+TEST_CASE("shares: a coordinated burst on a fresh key does not pass the limit") {
+  for (const LimitSpec& spec : kSpecs) {
+    for (size_t members : {2, 3, 5, 8}) {
+      CAPTURE(spec.algorithm);
+      CAPTURE(members);
+      ManualClock clock(kMinuteStartMs);
+      std::vector<EngineNode> shared = MakeNodes(&clock, members, ClusterOptions(true));
+      const uint64_t per_node = 5 * spec.limit / members;
+      const uint64_t admitted = Burst(shared, spec, static_cast<int>(per_node));
+      CHECK(admitted <= spec.limit);
+      CHECK(admitted >= spec.limit / 2);  // each node at least its share of the headroom
+      std::vector<EngineNode> plain = MakeNodes(&clock, members, ClusterOptions(false));
+      CHECK(Burst(plain, spec, static_cast<int>(per_node)) ==
+            members * std::min(per_node, spec.limit));
+    }
+  }
+}
+
+// Bursts every round until the window ends: the nodes together admit the
+// limit and at most one unit per node beyond it (the one request a node may
+// pass when nothing of its own waits to be sent).
+TEST_CASE("shares: bursts round after round fill the limit and pass it by at most N - 1") {
+  for (size_t members : {3, 5}) {
+    CAPTURE(members);
+    ManualClock clock(kMinuteStartMs);
+    std::vector<EngineNode> nodes = MakeNodes(&clock, members, ClusterOptions(true));
+    const LimitSpec spec = kSpecs[0];  // fixed window: nothing comes back within the minute
+    uint64_t admitted = 0;
+    for (int round = 0; round < 40; ++round) {
+      admitted += Burst(nodes, spec, 100);
+      clock.AdvanceMs(kRoundMs);
+      RunRound(nodes);
+    }
+    CHECK(admitted >= spec.limit);
+    CHECK(admitted <= spec.limit + members - 1);
+  }
+}
+
+// A key only one node is asked for reaches its whole limit there, a share
+// per round: the others' shares are not kept from it.
+TEST_CASE("shares: a node alone on a key gets the whole limit within rounds") {
+  ManualClock clock(kMinuteStartMs);
+  std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+  const LimitSpec spec = kSpecs[0];
+  uint64_t admitted = 0;
+  int rounds = 0;
+  for (; rounds < 40 && admitted < spec.limit; ++rounds) {
+    while (nodes[0].Admit("lone", spec)) ++admitted;
+    clock.AdvanceMs(kRoundMs);
+    RunRound(nodes);
+  }
+  CHECK(admitted == spec.limit);
+  CHECK(rounds <= 20);  // 100 x (3/4)^k shrinks to a unit a round in about 16
+}
+
+// A request beyond the share is denied with retry_after_ms of one round, and
+// the same request passes once the round has sent what waited.
+TEST_CASE("shares: a request beyond the share waits one round, then passes") {
+  for (const LimitSpec& spec : kSpecs) {
+    CAPTURE(spec.algorithm);
+    ManualClock clock(kMinuteStartMs);
+    std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+    uint64_t admitted = 0;
+    while (nodes[0].Admit("k", spec)) ++admitted;
+    CHECK(admitted == 25);  // u x 3 <= 100 - u
+    const Decision denied = nodes[0].Check("k", spec);
+    CHECK_FALSE(denied.allowed);
+    CHECK(denied.retry_after_ms == static_cast<uint64_t>(kRoundMs));
+    CHECK(denied.remaining == 75);  // the view's remaining, not the share's
+    CHECK_FALSE(denied.never_allowed);
+    nodes[0].Collect();  // sent: nothing of node 1's waits
+    CHECK(nodes[0].Admit("k", spec));
+  }
+}
+
+// When nothing of its own waits to be sent, a node admits a request larger
+// than its share, as a central limiter would; right after, a second one waits.
+TEST_CASE("shares: a request larger than a share passes when nothing waits") {
+  for (const LimitSpec& spec : kSpecs) {
+    CAPTURE(spec.algorithm);
+    ManualClock clock(kMinuteStartMs);
+    std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+    CHECK(nodes[1].Admit("big", spec, 10));
+    RunRound(nodes);
+    CHECK(nodes[0].Admit("big", spec, 60));  // 60 x 3 > 90 - 60, but nothing waited
+    CHECK_FALSE(nodes[0].Admit("big", spec, 1));
+    RunRound(nodes);
+    CHECK(nodes[0].Admit("big", spec, 30));  // what remains: 30
+  }
+}
+
+// Random clusters at demand beyond a small limit, one burst a round at random
+// nodes: every fixed window admits the limit and at most N - 1 beyond it.
+TEST_CASE("shares: random clusters admit the limit, at most N - 1 beyond") {
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 random(seed);
+    const size_t members = 2 + random() % 7;
+    const LimitSpec spec{Algorithm::kFixedWindow, 5 + random() % 300, 60'000};
+    ManualClock clock(kMinuteStartMs);
+    std::vector<EngineNode> nodes = MakeNodes(&clock, members, ClusterOptions(true));
+    uint64_t admitted = 0;
+    for (int round = 0; round < 200; ++round) {
+      const int requests = 1 + static_cast<int>(random() % (2 * spec.limit));
+      for (int i = 0; i < requests; ++i) {
+        admitted += nodes[random() % members].Admit("k", spec) ? 1 : 0;
+      }
+      clock.AdvanceMs(kRoundMs);
+      RunRound(nodes);
+    }
+    CAPTURE(members);
+    CAPTURE(spec.limit);
+    CHECK(admitted >= spec.limit);
+    CHECK(admitted <= spec.limit + members - 1);
+  }
+}
+
+// A lone node (no peers) and the sliding log are never held to a share.
+TEST_CASE("shares: a lone node and the log admit as before") {
+  ManualClock clock(kMinuteStartMs);
+  std::vector<EngineNode> lone = MakeNodes(&clock, 1, ClusterOptions(true));
+  CHECK(Burst(lone, kSpecs[0], 200) == 100);
+  std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+  CHECK(Burst(nodes, {Algorithm::kSlidingWindowLog, 100, 60'000}, 100) == 300);
+}
+
+}  // namespace
+}  // namespace tally
