@@ -312,7 +312,11 @@ int main(int argc, char** argv) {
   limiter_options.replicate = clustered;
   if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
-    limiter_options.share_wait_ms = plain_gossip ? 0 : gossip_options.interval_ms;
+    // What a node sent counts as on its way for a tenth of a round: deltas
+    // reach peers on a LAN well within it.
+    limiter_options.share_delivery_ms = std::max<int64_t>(1, gossip_options.interval_ms / 10);
+    limiter_options.share_wait_ms =
+        plain_gossip ? 0 : gossip_options.interval_ms + limiter_options.share_delivery_ms;
     limiter_options.partition_share = partition_mode == "share";
   }
   tally::Limiter limiter(limiter_options);
@@ -411,6 +415,7 @@ int main(int argc, char** argv) {
     gossip_options.clock = clock;
     gossip_options.max_buffer_bytes = server.max_buffer_bytes;
     gossip.emplace(gossip_options, &limiter);
+    limiter.SetRoundWanted([&gossip] { gossip->WantRound(); });  // before any check
     if (tally::Status status = gossip->Listen(); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;

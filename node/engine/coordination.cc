@@ -29,17 +29,21 @@ int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after
   return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
 }
 
-void Coordination::CapToShare(uint64_t cost, uint64_t unsent_before, Decision* decision) const {
-  // Nothing waits (the rule's one request per round), or a peek.
-  if (!CountsUnsent() || unsent_before == 0 || cost == 0) return;
+void Coordination::CapToShare(uint64_t cost, uint64_t unheard_before, Decision* decision) const {
+  if (!CountsUnsent() || cost == 0 || !decision->allowed) return;  // a peek takes nothing
   // Shared with the members this node's admissions reach: while cut off from
   // some, each side enforces the limit on its own (the partition modes).
   const size_t unreachable = settings_.unreachable_peers->load(std::memory_order_relaxed);
   const size_t members = this->members() - std::min(unreachable, this->members() - 1);
   if (members <= 1) return;
-  // (unsent_before + cost) * members > remaining, without overflow.
+  // Both below 2^35 (costs and counts are at most kMaxLimit, 10^9; what is
+  // unheard at most three windows of the node's own count): no overflow.
   const uint64_t share = decision->remaining / members;
-  if (cost <= share && unsent_before <= share - cost) return;
+  const uint64_t unheard_after = unheard_before + cost;
+  if (2 * unheard_after <= share) return;
+  WantRound();
+  // Nothing was unheard: the one request that passes whatever its share.
+  if (unheard_before == 0 || unheard_after <= share) return;
   Cap(0, cost, static_cast<uint64_t>(settings_.share_wait_ms), decision);
 }
 
@@ -90,7 +94,7 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
-  CapToShare(check.cost, check.unsent_before, decision);
+  CapToShare(check.cost, check.unheard_before, decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
@@ -142,7 +146,7 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
-  CapToShare(check.cost, check.unsent_before, decision);
+  CapToShare(check.cost, check.unheard_before, decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 

@@ -15,20 +15,24 @@
 //    peers cannot be reached, this node keeps its own admissions to its equal
 //    share of the limit.
 //  - Share of what remains (Settings::share_wait_ms > 0, the default mode of
-//    a cluster without escrow): what this node admitted on a key and has not
-//    sent to its peers stays within 1/N of what its view leaves of the limit
-//    after the admission (N: the members it reaches, itself included; cut off
-//    from all, it enforces the limit alone). With views alike, all that the
-//    nodes admit unheard together then stays within what remains, so nodes
-//    admitting at once (a coordinated burst on a fresh key) do not pass the
-//    limit together (the demarcation rule; Barbara and Garcia-Molina 1994).
-//    A request beyond it waits share_wait_ms (one gossip interval: by then
-//    what this node holds back has been sent, and the request passes if
-//    nothing else came). A request when nothing of this node's waits to be
-//    sent passes whatever its share, as far as the view allows: otherwise a
-//    request larger than a share would never pass. So each node may pass the
-//    bound by one request per gossip round, which near the limit is at most
-//    N - 1 units beyond it for unit costs. Far from a limit a share is large
+//    a cluster without escrow): what this node admitted on a key that its
+//    peers may not have heard of (not sent yet, or sent less than
+//    Settings::delivery_ms ago) stays within 1/N of what its view
+//    leaves of the limit after the admission (N: the members it reaches,
+//    itself included; cut off from all, it enforces the limit alone). With
+//    views alike, all that the nodes admit unheard together then stays within
+//    what remains, so nodes admitting at once (a coordinated burst on a fresh
+//    key) do not pass the limit together (the demarcation rule; Barbara and
+//    Garcia-Molina 1994). Once what is unheard reaches half the share, the
+//    node asks for an early gossip round (Settings::round_wanted), so that a
+//    steady stream of requests rarely meets the share at all. A request
+//    beyond it waits share_wait_ms (a gossip interval and delivery_ms: by
+//    then what this node held back has been sent and has arrived, and the
+//    request passes if nothing else came). A request when nothing of this
+//    node's is unheard passes whatever its share, as far as the view allows:
+//    otherwise a request larger than a share would never pass. So near the
+//    limit each node may pass the bound by one request (N - 1 units beyond
+//    it for unit costs, once views agree). Far from a limit a share is large
 //    and nothing waits.
 //  - Gossip delay (node/engine/headroom.h): an admission within a much
 //    smaller share of what remains may wait before it is gossiped; one beyond
@@ -47,6 +51,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "node/common/limit.h"
@@ -63,10 +68,14 @@ class Coordination {
     bool partition_share = false;
     int64_t gossip_max_delay_ms = 0;  // 0: every admission at the next round
     int64_t share_wait_ms = 0;        // 0: no share of what remains (plain gossip)
+    int64_t delivery_ms = 0;          // what was sent this long ago may be on its way
     // The Limiter's view of the cluster (SetClusterView): its members, this
     // node included, and how many of the others no link reaches. Not owned.
     const std::atomic<size_t>* cluster_size = nullptr;
     const std::atomic<size_t>* unreachable_peers = nullptr;
+    // Asks for an early gossip round (Limiter::SetRoundWanted); not owned,
+    // may be null or empty.
+    const std::function<void()>* round_wanted = nullptr;
   };
 
   Coordination() = default;
@@ -75,8 +84,8 @@ class Coordination {
   // A counting key (fixed window, sliding counter) as its check sees it:
   // the window and how far into it, the cluster-wide counts in this node's
   // view, an upper bound of what this node would have kept to itself (not
-  // gossiped) after admitting the request, and what of its admissions waits to
-  // be sent now (exact, or an upper bound).
+  // gossiped) after admitting the request, and what of its admissions its
+  // peers may not have heard of now (exact, or an upper bound).
   struct CounterCheck {
     const LimitSpec& spec;
     uint64_t cost;
@@ -86,7 +95,7 @@ class Coordination {
     uint64_t current;
     uint64_t previous;
     uint64_t unsent_after;
-    uint64_t unsent_before;
+    uint64_t unheard_before;
   };
   // Caps *decision (the pure rule's). `entry` is null for a key this node
   // does not hold yet: escrow state for it is made in *fresh, for the caller
@@ -105,7 +114,7 @@ class Coordination {
     int64_t slice;
     const BucketSlices& state;
     uint64_t unsent_after;
-    uint64_t unsent_before;
+    uint64_t unheard_before;
   };
   int64_t Bucket(const BucketCheck& check, BucketEntry* entry, std::unique_ptr<EscrowEpoch>* fresh,
                  Decision* decision) const;
@@ -116,14 +125,21 @@ class Coordination {
   // of what remains is held, and such a key is near enough for it to matter.
   bool CountsUnsent() const { return settings_.share_wait_ms > 0 && !escrowed(); }
 
+  // How long what this node sent may be on its way to the peers.
+  int64_t delivery_ms() const { return settings_.delivery_ms; }
+
  private:
   size_t members() const { return settings_.cluster_size->load(std::memory_order_relaxed); }
   bool escrowed() const { return settings_.escrow_epoch_ms > 0 && members() > 1; }
   // The gossip delay of an admission that leaves unsent_after unsent and
   // `remaining` in the view.
   int64_t GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after, uint64_t remaining) const;
-  // Keeps what waits to be sent within this node's share of what remains.
-  void CapToShare(uint64_t cost, uint64_t unsent_before, Decision* decision) const;
+  // Asks for an early gossip round (Settings::round_wanted), if anyone listens.
+  void WantRound() const {
+    if (settings_.round_wanted != nullptr && *settings_.round_wanted) (*settings_.round_wanted)();
+  }
+  // Keeps what is unheard within this node's share of what remains.
+  void CapToShare(uint64_t cost, uint64_t unheard_before, Decision* decision) const;
 
   Settings settings_;
 };

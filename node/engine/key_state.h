@@ -35,6 +35,10 @@ struct RemoteCounts {
   // meaningful only while the entry is marked as having something to send
   // (node/engine/shard.h); kUnsentUnknown: as much as its own slots.
   uint32_t own_unsent = kUnsentUnknown;
+  // What it sent last, and when (the wall clock's ms, low 32 bits): on its
+  // way to the peers for a while (node/engine/coordination.h).
+  uint32_t own_sent = 0;
+  uint32_t sent_at_ms = 0;
 };
 
 // Fixed window and sliding-window counter. The own node's slot of the
@@ -122,8 +126,11 @@ struct BucketEntry {
   // 0): it is then the smaller, and the slices' debt need not be computed.
   bool heard_exact = false;
   // What this node admitted and has not sent to its peers yet, meaningful
-  // only while the entry is marked as having something to send (shard.h).
+  // only while the entry is marked as having something to send (shard.h),
+  // and what it sent last and when, as RemoteCounts has them.
   uint32_t own_unsent = 0;
+  uint32_t own_sent = 0;
+  uint32_t sent_at_ms = 0;
   std::unique_ptr<EscrowEpoch> epoch;
 };
 

@@ -87,8 +87,10 @@ Limiter::Limiter(const Options& options)
     coordination.partition_share = options.partition_share;
     coordination.gossip_max_delay_ms = options.gossip_max_delay_ms;
     coordination.share_wait_ms = options.replicate ? options.share_wait_ms : 0;
+    coordination.delivery_ms = options.share_delivery_ms;
     coordination.cluster_size = &cluster_size_;
     coordination.unreachable_peers = &unreachable_peers_;
+    coordination.round_wanted = &round_wanted_;
     shards_[i].coordination = Coordination(coordination);
   }
 }

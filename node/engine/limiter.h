@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -69,12 +70,15 @@ class Limiter {
     // epoch old, so with escrow_epoch_ms > 0 it is 0.
     int64_t gossip_max_delay_ms = 0;
     // With replicate, in a cluster, without escrow: what this node admitted on
-    // a counter or bucket key and CollectGossip has not handed out stays
-    // within its share, 1/cluster_size, of what its view leaves of the limit
-    // (node/engine/coordination.h); a request beyond it is denied with
-    // retry_after_ms = share_wait_ms, which should be the time between two
-    // CollectGossip calls. 0: no share (plain gossip).
+    // a counter or bucket key that its peers may not have merged yet (not
+    // handed out by CollectGossip, or handed out less than share_delivery_ms
+    // ago) stays within its share, 1/cluster_size, of what its view leaves of
+    // the limit (node/engine/coordination.h); a request beyond it is denied
+    // with retry_after_ms = share_wait_ms, which should be the time between
+    // two CollectGossip calls plus share_delivery_ms. 0: no share (plain
+    // gossip).
     int64_t share_wait_ms = 0;
+    int64_t share_delivery_ms = 0;
     // Share of remaining (node/engine/escrow.h) for fixed window, sliding
     // counter and token bucket keys: 0 off, else the epoch (one gossip
     // interval). cluster_size: the members, this node included, until
@@ -178,6 +182,16 @@ class Limiter {
   void CollectAll(const SnapshotSink& sink);
   Status Restore(const KeySnapshot& snapshot);
 
+  // Called by a check when this node's unsent admissions on a key near its
+  // limit come to half its share of what remains (node/engine/coordination.h):
+  // an early gossip round sends them, and the node's next admissions have a
+  // whole share again. It is called under a shard's mutex, so it must return
+  // at once and take no lock the Limiter's callers hold. Set once, before any
+  // check; empty: never called.
+  void SetRoundWanted(std::function<void()> round_wanted) {
+    round_wanted_ = std::move(round_wanted);
+  }
+
   // The cluster as gossip sees it now (the gossip thread sets it): its
   // members that have not left, this node included, and how many of the
   // others no link reaches.
@@ -211,6 +225,7 @@ class Limiter {
   std::atomic<int64_t> last_cap_sweep_ms_{INT64_MIN / 2};  // monotonic ms
   std::atomic<size_t> cluster_size_;
   std::atomic<size_t> unreachable_peers_{0};
+  std::function<void()> round_wanted_;  // set before any check, read only after
   std::atomic<uint64_t> erasures_{0};
   std::unique_ptr<Shard[]> shards_;
 };

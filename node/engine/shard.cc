@@ -187,6 +187,26 @@ uint64_t UnsentNow(const BucketEntry* entry) {
   return entry != nullptr && WaitsToBeSent(entry->key) ? entry->own_unsent : 0;
 }
 
+// Whether what was sent at sent_at_ms may still be on its way at now_ms.
+bool InFlight(uint32_t sent_at_ms, int64_t now_ms, int64_t delivery_ms) {
+  return static_cast<uint32_t>(static_cast<uint32_t>(now_ms) - sent_at_ms) <
+         static_cast<uint64_t>(delivery_ms);
+}
+
+// What no peer may have merged yet: unsent, or sent less than delivery_ms ago.
+uint64_t Unheard(const CounterEntry* entry, int64_t now_ms, int64_t delivery_ms) {
+  if (entry == nullptr) return 0;
+  const RemoteCounts* remote = entry->remote.get();
+  const bool in_flight = remote != nullptr && InFlight(remote->sent_at_ms, now_ms, delivery_ms);
+  return UnsentNow(entry) + (in_flight ? remote->own_sent : 0);
+}
+
+uint64_t Unheard(const BucketEntry* entry, int64_t now_ms, int64_t delivery_ms) {
+  if (entry == nullptr) return 0;
+  const bool in_flight = InFlight(entry->sent_at_ms, now_ms, delivery_ms);
+  return UnsentNow(entry) + (in_flight ? entry->own_sent : 0);
+}
+
 uint32_t Unsent32(uint64_t unsent) {
   return static_cast<uint32_t>(std::min<uint64_t>(unsent, kUnsentUnknown - 1));
 }
@@ -268,11 +288,12 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                    (entry->key.marked(kDeferredMark) ? entry->own_previous : 0)
              : 0) +
       cost;
-  const uint64_t unsent_before = UnsentNow(entry);
+  const uint64_t unsent = UnsentNow(entry);
+  const uint64_t unheard_before = Unheard(entry, now_ms, coordination.delivery_ms());
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms =
       coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
-                            unsent_after, unsent_before},
+                            unsent_after, unheard_before},
                            entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
@@ -286,7 +307,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     entry->own_current += static_cast<uint32_t>(cost);
     if (coordination.CountsUnsent() && (entry->remote || gossip_delay_ms == 0)) {
       if (!entry->remote) entry->remote = std::make_unique<RemoteCounts>();
-      entry->remote->own_unsent = Unsent32(unsent_before + cost);
+      entry->remote->own_unsent = Unsent32(unsent + cost);
     }
     MarkAdmitted(counters, spec, entry, gossip_delay_ms, now_ms);
   }
@@ -328,10 +349,11 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   // What this node would have kept to itself: its live slices, sent or not.
   const NodeId self = coordination.self();
   const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
-  const uint64_t unsent_before = UnsentNow(entry);
+  const uint64_t unsent = UnsentNow(entry);
+  const uint64_t unheard_before = Unheard(entry, now_ms, coordination.delivery_ms());
   std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms = coordination.Bucket(
-      {spec, cost, now_ms, slice, state, unsent_after, unsent_before}, entry, &fresh, &result);
+      {spec, cost, now_ms, slice, state, unsent_after, unheard_before}, entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
@@ -342,7 +364,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       entry->epoch = std::move(fresh);
     }
     AdmitToBucket(*entry, self, spec, cost, now_ms);
-    if (coordination.CountsUnsent()) entry->own_unsent = Unsent32(unsent_before + cost);
+    if (coordination.CountsUnsent()) entry->own_unsent = Unsent32(unsent + cost);
     MarkAdmitted(buckets, spec, entry, gossip_delay_ms, now_ms);
   }
   *decision = result;
@@ -540,6 +562,10 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   for (auto& limit_class : counters) {
     for (CounterEntry* entry : limit_class.changed[kGossipMark]) {
       if (!entry->key.marked(kGossipMark)) continue;
+      if (entry->remote) {
+        entry->remote->own_sent = Unsent32(UnsentNow(entry));
+        entry->remote->sent_at_ms = static_cast<uint32_t>(now_ms);
+      }
       entry->key.set_marked(kGossipMark, false);
       begin(limit_class, *entry);
       WindowCounts& counts = scratch->counts;
@@ -574,6 +600,8 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   for (auto& limit_class : buckets) {
     for (BucketEntry* entry : limit_class.changed[kGossipMark]) {
       if (!entry->key.marked(kGossipMark)) continue;
+      entry->own_sent = Unsent32(UnsentNow(entry));
+      entry->sent_at_ms = static_cast<uint32_t>(now_ms);
       entry->key.set_marked(kGossipMark, false);
       begin(limit_class, *entry);
       // This node's slices only, with no base debt (the bottom: it asserts nothing).

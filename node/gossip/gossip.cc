@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <future>
@@ -20,6 +21,14 @@
 #include "node/net/acceptor.h"
 
 namespace tally {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// An early round (WantRound) comes no sooner than interval_ms / this after the last.
+constexpr int64_t kEarlyRoundDivisor = 10;
+
+}  // namespace
 
 struct Gossip::Impl {
   Impl(const Options& gossip_options, Limiter* limiter)
@@ -70,16 +79,33 @@ struct Gossip::Impl {
         ->Start();
   }
 
-  // Every interval_ms: this node's delta to every link that is up, then the
-  // membership, the links' and sessions' housekeeping.
+  // Every interval_ms, or sooner when asked (WantRound): this node's delta to
+  // every link that is up, then the membership, the links' and sessions'
+  // housekeeping.
   asio::awaitable<void> Rounds() {
+    next_round_at = SteadyClock::now() + std::chrono::milliseconds(shared.options.interval_ms);
     while (!stopping) {
-      round_timer.expires_after(std::chrono::milliseconds(shared.options.interval_ms));
+      round_timer.expires_at(next_round_at);
       asio::error_code ec;
       co_await round_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopping) co_return;
+      const SteadyClock::time_point now = SteadyClock::now();
+      if (now < next_round_at) continue;  // moved sooner: wait again for the new time
+      last_round_at = now;
+      next_round_at = now + std::chrono::milliseconds(shared.options.interval_ms);
+      round_wanted.store(false, std::memory_order_relaxed);
       Round(/*flush_deferred=*/false);
     }
+  }
+
+  // Brings the next round forward, to no sooner than interval_ms /
+  // kEarlyRoundDivisor after the last one.
+  void BringRoundForward() {
+    const auto earliest = last_round_at + std::chrono::milliseconds(std::max<int64_t>(
+                                              1, shared.options.interval_ms / kEarlyRoundDivisor));
+    if (stopping || earliest >= next_round_at) return;
+    next_round_at = earliest;
+    round_timer.cancel();  // Rounds waits again, for the new time
   }
 
   // flush_deferred: send what waits too (node/engine/headroom.h), however
@@ -274,11 +300,15 @@ struct Gossip::Impl {
 
   GossipShared shared;
   std::string advertise_address;  // set by Listen
-  // Owned by the gossip thread once it runs.
+  // Owned by the gossip thread once it runs, all but round_wanted.
   asio::io_context io{1};
   tcp::acceptor acceptor;
   AcceptLoop accept_loop;
   asio::steady_timer round_timer;
+  SteadyClock::time_point last_round_at{};
+  SteadyClock::time_point next_round_at{};
+  // Set by WantRound (any thread) until the round runs: one request posted at a time.
+  std::atomic<bool> round_wanted{false};
   std::map<std::string, std::shared_ptr<PeerLink>> links;  // by address
   std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
   std::set<std::string> self_seeds;     // the seeds that are this node
@@ -324,6 +354,12 @@ Status Gossip::Listen() {
 }
 
 uint16_t Gossip::port() const { return BoundPort(impl_->acceptor); }
+
+void Gossip::WantRound() {
+  Impl& impl = *impl_;
+  if (impl.round_wanted.exchange(true, std::memory_order_relaxed)) return;  // asked already
+  asio::post(impl.io, [&impl] { impl.BringRoundForward(); });
+}
 
 void Gossip::Start() {
   Impl& impl = *impl_;

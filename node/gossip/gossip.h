@@ -154,6 +154,11 @@ class Gossip {
   static constexpr int64_t kRecoveryProgressMs = 250;
   Recovery WaitForRecovery(int64_t timeout_ms,
                            const std::function<void(const Recovery&)>& progress = {});
+  // Runs the next round soon, no sooner than a fifth of interval_ms after the
+  // last one, instead of a whole interval after it: the Limiter asks for it
+  // (Limiter::SetRoundWanted) when this node's unsent admissions on a key
+  // near its limit come to half its share. Thread-safe; returns at once.
+  void WantRound();
   // Tells every peer this node leaves (they drop it at once instead of
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);

@@ -24,8 +24,8 @@ struct ReplicationMode {
   const char* name;
   std::vector<std::string> flags;
 };
-const std::vector<ReplicationMode> kReplicationModes = {{"tally", {}},
-                                                        {"tally+escrow", {"--escrow"}}};
+const std::vector<ReplicationMode> kReplicationModes = {
+    {"tally", {}}, {"tally+plain", {"--plain-gossip"}}, {"tally+escrow", {"--escrow"}}};
 
 const LimitSpec kSpec{Algorithm::kSlidingWindowCounter, 100, 1'000};
 constexpr double kPoissonDemands[] = {0.5, 0.8};  // x the limit

@@ -100,18 +100,21 @@ using tally::bench::Start;
 using tally::cluster::LocalCluster;
 using Clock = std::chrono::steady_clock;
 
-// The modes of the admission tables: local-only nodes, a cluster, a cluster with escrow.
+// The modes of the admission tables: local-only nodes, a cluster (shares of
+// what remains, the default), one with plain gossip, one with escrow.
 struct Mode {
   const char* name;
   bool gossip;
-  bool escrow;
+  const char* flag;  // nullptr: none
 };
-constexpr Mode kModes[] = {
-    {"local-only", false, false}, {"tally", true, false}, {"tally+escrow", true, true}};
+constexpr Mode kModes[] = {{"local-only", false, nullptr},
+                           {"tally", true, nullptr},
+                           {"tally+plain", true, "--plain-gossip"},
+                           {"tally+escrow", true, "--escrow"}};
 
 std::unique_ptr<LocalCluster> Start(const Settings& settings, size_t nodes, const Mode& mode) {
   return Start(settings, nodes, mode.gossip,
-               mode.escrow ? std::vector<std::string>{"--escrow"} : std::vector<std::string>{});
+               mode.flag ? std::vector<std::string>{mode.flag} : std::vector<std::string>{});
 }
 
 // `factor` times the limit per window on `key`, spread evenly over `nodes` or skewed (70% to

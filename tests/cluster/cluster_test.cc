@@ -285,6 +285,39 @@ TEST_CASE("cluster: with escrow, three nodes at ten times the limit keep to it")
   }
 }
 
+// Near its limit a node does not wait for the next round to send what it
+// spent of its share: with rounds 5 s apart, the peers hear of a burst that
+// follows a round within 2.5 s (an early round comes 1 s after the last).
+TEST_CASE("cluster: a node that spends half its share sends it before the next round") {
+  auto cluster = StartCluster(3, true,
+                              {"--gossip-interval-ms", "5000", "--membership-interval-ms", "5000",
+                               "--suspect-after-ms", "30000", "--dead-after-ms", "60000"});
+  REQUIRE(cluster->WaitConnected(20'000).ok());
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 30, kDayMs};
+  const auto rounds = [&] {
+    StatsReply stats;
+    REQUIRE(cluster->Stats(0, &stats).ok());
+    return stats.gossip_rounds;
+  };
+  const uint64_t before = rounds();
+  REQUIRE(PollUntil([&] { return rounds() > before; }, 10'000));  // a round just ran
+  const auto start = steady_clock::now();
+  auto client = ConnectTo(*cluster, 0);
+  uint64_t admitted = 0;
+  for (int i = 0; i < 30 && MustCheck(*client, {"spent", spec, 1}).allowed; ++i) ++admitted;
+  CHECK(admitted >= 5);  // half a share: 2 x 5 > (30 - 5) / 3
+  CHECK(PollUntil(
+      [&] {
+        return Remaining(*cluster, 1, "spent", spec) == 30 - admitted &&
+               Remaining(*cluster, 2, "spent", spec) == 30 - admitted;
+      },
+      10'000));
+  const auto elapsed_ms =
+      std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count();
+  MESSAGE("the peers heard after " << elapsed_ms << " ms");
+  CHECK(elapsed_ms < 2'500);
+}
+
 // A 2|1 partition under 4x demand spread evenly: fail-open, each side
 // enforces the whole limit on its own (together about twice it); share,
 // each node keeps to limit / 3 (together at most the limit). Healed, the

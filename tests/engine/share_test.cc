@@ -20,11 +20,13 @@ using testing::RunRound;
 
 constexpr int64_t kMinuteStartMs = 1'700'000'040'000;
 constexpr int64_t kRoundMs = 50;
+constexpr int64_t kDeliveryMs = 5;
 
 // A cluster's options: shares held (share_wait_ms one round), or plain gossip (0).
 Limiter::Options ClusterOptions(bool shares) {
   Limiter::Options options;
-  options.share_wait_ms = shares ? kRoundMs : 0;
+  options.share_wait_ms = shares ? kRoundMs + kDeliveryMs : 0;
+  options.share_delivery_ms = kDeliveryMs;
   return options;
 }
 
@@ -82,7 +84,7 @@ TEST_CASE("shares: bursts round after round fill the limit and pass it by at mos
 }
 
 // A key only one node is asked for reaches its whole limit there, a share
-// per round: the others' shares are not kept from it.
+// a round: the others' shares are not kept from it.
 TEST_CASE("shares: a node alone on a key gets the whole limit within rounds") {
   ManualClock clock(kMinuteStartMs);
   std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
@@ -91,16 +93,17 @@ TEST_CASE("shares: a node alone on a key gets the whole limit within rounds") {
   int rounds = 0;
   for (; rounds < 40 && admitted < spec.limit; ++rounds) {
     while (nodes[0].Admit("lone", spec)) ++admitted;
-    clock.AdvanceMs(kRoundMs);
     RunRound(nodes);
+    clock.AdvanceMs(kRoundMs);  // delivered long before the next burst
   }
   CHECK(admitted == spec.limit);
   CHECK(rounds <= 20);  // 100 x (3/4)^k shrinks to a unit a round in about 16
 }
 
-// A request beyond the share is denied with retry_after_ms of one round, and
-// the same request passes once the round has sent what waited.
-TEST_CASE("shares: a request beyond the share waits one round, then passes") {
+// A request beyond the share is denied with retry_after_ms of a round and
+// the delivery time, and the same request passes once a round has sent what
+// waited and it has had the delivery time to arrive (not before).
+TEST_CASE("shares: a request beyond the share waits a round and delivery, then passes") {
   for (const LimitSpec& spec : kSpecs) {
     CAPTURE(spec.algorithm);
     ManualClock clock(kMinuteStartMs);
@@ -110,10 +113,13 @@ TEST_CASE("shares: a request beyond the share waits one round, then passes") {
     CHECK(admitted == 25);  // u x 3 <= 100 - u
     const Decision denied = nodes[0].Check("k", spec);
     CHECK_FALSE(denied.allowed);
-    CHECK(denied.retry_after_ms == static_cast<uint64_t>(kRoundMs));
+    CHECK(denied.retry_after_ms == static_cast<uint64_t>(kRoundMs + kDeliveryMs));
     CHECK(denied.remaining == 75);  // the view's remaining, not the share's
     CHECK_FALSE(denied.never_allowed);
-    nodes[0].Collect();  // sent: nothing of node 1's waits
+    nodes[0].Collect();  // sent, perhaps still on its way
+    clock.AdvanceMs(kDeliveryMs - 1);
+    CHECK_FALSE(nodes[0].Admit("k", spec));
+    clock.AdvanceMs(1);  // arrived: nothing of node 1's is unheard
     CHECK(nodes[0].Admit("k", spec));
   }
 }
@@ -130,6 +136,7 @@ TEST_CASE("shares: a request larger than a share passes when nothing waits") {
     CHECK(nodes[0].Admit("big", spec, 60));  // 60 x 3 > 90 - 60, but nothing waited
     CHECK_FALSE(nodes[0].Admit("big", spec, 1));
     RunRound(nodes);
+    clock.AdvanceMs(kDeliveryMs);            // sent and arrived
     CHECK(nodes[0].Admit("big", spec, 30));  // what remains: 30
   }
 }
@@ -158,6 +165,23 @@ TEST_CASE("shares: random clusters admit the limit, at most N - 1 beyond") {
     CHECK(admitted >= spec.limit);
     CHECK(admitted <= spec.limit + members - 1);
   }
+}
+
+// Half a share unheard asks for an early gossip round; far from the limit
+// nothing does.
+TEST_CASE("shares: half a share unheard asks for an early round") {
+  ManualClock clock(kMinuteStartMs);
+  std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+  int asked = 0;
+  nodes[0].limiter->SetRoundWanted([&asked] { ++asked; });
+  for (int i = 0; i < 10; ++i)
+    CHECK(nodes[0].Admit("far", {Algorithm::kFixedWindow, 1'000, 60'000}));
+  CHECK(asked == 0);
+  const LimitSpec spec = kSpecs[0];
+  for (int i = 0; i < 14; ++i) CHECK(nodes[0].Admit("near", spec));
+  CHECK(asked == 0);  // 2 x 14 <= floor((100 - 14) / 3)
+  CHECK(nodes[0].Admit("near", spec));
+  CHECK(asked == 1);  // 2 x 15 > floor(85 / 3)
 }
 
 // A lone node (no peers) and the sliding log are never held to a share.
