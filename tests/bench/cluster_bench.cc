@@ -82,6 +82,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -143,12 +144,39 @@ std::vector<tally::cluster::WindowTally> Drive(LocalCluster& cluster,
   return tallies;
 }
 
-// 1. Admitted / limit per window.
+// The share of its requests each node's clients got admitted, over all windows, divided by the
+// share over all nodes (what a central limiter that admitted as many gives every client): the
+// lowest and the highest node.
+std::pair<double, double> NodeFairness(const std::vector<tally::cluster::WindowTally>& tallies) {
+  std::vector<double> sent, admitted;
+  double all_sent = 0, all_admitted = 0;
+  for (const auto& tally : tallies) {
+    sent.resize(tally.sent.size());
+    admitted.resize(tally.sent.size());
+    for (size_t node = 0; node < tally.sent.size(); ++node) {
+      sent[node] += static_cast<double>(tally.sent[node]);
+      admitted[node] += static_cast<double>(tally.admitted[node]);
+      all_sent += static_cast<double>(tally.sent[node]);
+      all_admitted += static_cast<double>(tally.admitted[node]);
+    }
+  }
+  double lowest = 1e9, highest = 0;
+  for (size_t node = 0; node < sent.size(); ++node) {
+    if (sent[node] == 0 || all_admitted == 0) continue;
+    const double relative = (admitted[node] / sent[node]) / (all_admitted / all_sent);
+    lowest = std::min(lowest, relative);
+    highest = std::max(highest, relative);
+  }
+  return {lowest, highest};
+}
+
+// 1. Admitted / limit per window, and how evenly the nodes' clients fared.
 void Admission(const Settings& settings, size_t nodes) {
   std::printf(
       "\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
-      "%d windows)\n%-12s %-7s %-8s %10s %10s\n",
-      nodes, settings.windows, "mode", "demand", "spread", "mean", "max");
+      "%d windows); per node, its clients' share admitted / all clients' share: lowest, "
+      "highest\n%-12s %-7s %-8s %10s %10s %10s %10s\n",
+      nodes, settings.windows, "mode", "demand", "spread", "mean", "max", "node_min", "node_max");
   for (const Mode& mode : kModes) {
     auto cluster = Start(settings, nodes, mode);
     for (const int factor : {2, 10}) {
@@ -168,14 +196,17 @@ void Admission(const Settings& settings, size_t nodes) {
         }
         const double mean = sum / static_cast<double>(tallies.size());
         const char* const name = mode.name;
-        std::printf("%-12s %-7s %-8s %10.2f %10.2f\n", name, (std::to_string(factor) + "x").c_str(),
-                    skewed ? "skewed" : "even", mean, largest);
+        const auto [node_min, node_max] = NodeFairness(tallies);
+        std::printf("%-12s %-7s %-8s %10.2f %10.2f %10.2f %10.2f\n", name,
+                    (std::to_string(factor) + "x").c_str(), skewed ? "skewed" : "even", mean,
+                    largest, node_min, node_max);
         Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) +
              ", \"mode\": \"" + name + "\", \"demand_x_limit\": " + std::to_string(factor) +
              ", \"spread\": \"" + (skewed ? "skewed" : "even") +
              "\", \"admitted_over_limit_mean\": " + std::to_string(mean) +
-             ", \"admitted_over_limit_max\": " + std::to_string(largest) + ", \"per_window\": [" +
-             per_window + "]}");
+             ", \"admitted_over_limit_max\": " + std::to_string(largest) +
+             ", \"node_share_min\": " + std::to_string(node_min) + ", \"node_share_max\": " +
+             std::to_string(node_max) + ", \"per_window\": [" + per_window + "]}");
       }
     }
   }
