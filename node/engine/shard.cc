@@ -193,18 +193,16 @@ bool InFlight(uint32_t sent_at_ms, int64_t now_ms, int64_t delivery_ms) {
          static_cast<uint64_t>(delivery_ms);
 }
 
-// What no peer may have merged yet: unsent, or sent less than delivery_ms ago.
-uint64_t Unheard(const CounterEntry* entry, int64_t now_ms, int64_t delivery_ms) {
-  if (entry == nullptr) return 0;
-  const RemoteCounts* remote = entry->remote.get();
-  const bool in_flight = remote != nullptr && InFlight(remote->sent_at_ms, now_ms, delivery_ms);
-  return UnsentNow(entry) + (in_flight ? remote->own_sent : 0);
+// What this node sent last on the entry, if it may still be on its way (sent
+// less than delivery_ms ago): with what is unsent, what no peer may have merged.
+uint64_t SentInFlight(const CounterEntry* entry, int64_t now_ms, int64_t delivery_ms) {
+  const RemoteCounts* remote = entry != nullptr ? entry->remote.get() : nullptr;
+  return remote != nullptr && InFlight(remote->sent_at_ms, now_ms, delivery_ms) ? remote->own_sent
+                                                                                : 0;
 }
 
-uint64_t Unheard(const BucketEntry* entry, int64_t now_ms, int64_t delivery_ms) {
-  if (entry == nullptr) return 0;
-  const bool in_flight = InFlight(entry->sent_at_ms, now_ms, delivery_ms);
-  return UnsentNow(entry) + (in_flight ? entry->own_sent : 0);
+uint64_t SentInFlight(const BucketEntry* entry, int64_t now_ms, int64_t delivery_ms) {
+  return entry != nullptr && InFlight(entry->sent_at_ms, now_ms, delivery_ms) ? entry->own_sent : 0;
 }
 
 uint32_t Unsent32(uint64_t unsent) {
@@ -289,7 +287,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
              : 0) +
       cost;
   const uint64_t unsent = UnsentNow(entry);
-  const uint64_t unheard_before = Unheard(entry, now_ms, coordination.delivery_ms());
+  const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms =
       coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
@@ -350,7 +348,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   const NodeId self = coordination.self();
   const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
   const uint64_t unsent = UnsentNow(entry);
-  const uint64_t unheard_before = Unheard(entry, now_ms, coordination.delivery_ms());
+  const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
   std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms = coordination.Bucket(
       {spec, cost, now_ms, slice, state, unsent_after, unheard_before}, entry, &fresh, &result);
