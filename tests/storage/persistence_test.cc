@@ -167,14 +167,16 @@ size_t CountWrong(const std::vector<uint64_t>& actual,
 // storage_flushes counts completed non-empty flushes, and one that completes
 // after a stats read may have collected its changes before the last check; the
 // flush thread is sequential, so a flush completing after a second read began
-// after the first completed. A fresh marker key each round makes sure there
-// is a change to flush.
+// after the first completed. A fresh marker key each round, checked after the
+// read, makes sure a flush completes after it: read after the marker, the
+// count could already hold the marker's flush, and no later flush would have
+// anything to write.
 void AwaitFlushOfAcknowledged(Node& node) {
   static int markers = 0;
   for (int round = 0; round < 2; ++round) {
     const std::string marker = "flush-marker-" + std::to_string(markers++);
-    MustCheck(*node.client, {marker, LongSpec(Algorithm::kFixedWindow, 10), 1});
     const uint64_t flushes = node.Stats().storage_flushes;
+    MustCheck(*node.client, {marker, LongSpec(Algorithm::kFixedWindow, 10), 1});
     // Bounded generously: a flush is every 100 ms, but a loaded machine
     // (and the sanitizer build) can hold the flush thread back for seconds.
     REQUIRE(PollUntil([&] { return node.Stats().storage_flushes > flushes; }, 20'000));
