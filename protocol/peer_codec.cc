@@ -146,7 +146,8 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->full = state.getFull();
         for (const auto peer_class : state.getClasses()) {
           message->classes.push_back({static_cast<Algorithm>(peer_class.getAlgorithm()),
-                                      peer_class.getWindowMs(), ViewOf(peer_class.getKeys())});
+                                      peer_class.getWindowMs(), ViewOf(peer_class.getKeys()),
+                                      ViewOf(peer_class.getDenied())});
         }
         return Status::OK();
       }
@@ -195,14 +196,50 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
 }
 
 PeerClassDecoder::PeerClassDecoder(const PeerClassView& view, NodeId sender)
-    : algorithm_(view.algorithm), window_ms_(view.window_ms), sender_(sender), in_(view.keys) {
+    : algorithm_(view.algorithm),
+      window_ms_(view.window_ms),
+      sender_(sender),
+      in_(view.keys),
+      denied_(view.denied) {
   if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
     status_ = Status::Corruption("peer state of an unknown algorithm");
+  } else if (!denied_.empty() && (IsLog(algorithm_) || algorithm_ == Algorithm::kTokenBucket)) {
+    status_ = Status::Corruption("peer state: denied costs in a class that does not count");
+  } else {
+    NextDenied(/*first=*/true);
   }
 }
 
+void PeerClassDecoder::NextDenied(bool first) {
+  if (denied_.empty()) {
+    denied_index_ = UINT64_MAX;
+    return;
+  }
+  uint64_t step = 0;
+  if (!GetVarint(&denied_, &step) || !GetVarint(&denied_, &denied_current_) ||
+      !GetVarint(&denied_, &denied_previous_) || (!first && step == 0) ||
+      step > UINT64_MAX - 1 - (first ? 0 : denied_index_)) {
+    status_ = Status::Corruption("peer state: denied costs do not decode");
+    return;
+  }
+  denied_index_ = first ? step : denied_index_ + step;
+}
+
 bool PeerClassDecoder::Next(KeySnapshot* snapshot) {
-  if (in_.empty() || !status_.ok()) return false;
+  if (!status_.ok()) return false;
+  if (in_.empty()) {
+    // Every listed entry must have been one of the class's.
+    if (denied_index_ != UINT64_MAX)
+      status_ = Status::Corruption("peer state: denied costs of no entry");
+    return false;
+  }
+  snapshot->denied = DeniedCost();
+  if (entry_index_ == denied_index_) {
+    snapshot->denied = {sender_, denied_current_, denied_previous_};
+    NextDenied(/*first=*/false);
+    if (!status_.ok()) return false;
+  }
+  ++entry_index_;
   snapshot->algorithm = algorithm_;
   snapshot->window_ms = window_ms_;
   bool decoded = GetKey(&in_, &snapshot->key);
@@ -289,7 +326,7 @@ PeerStateEncoder::OpenClass& PeerStateEncoder::ClassFor(const KeySnapshot& snaps
   for (OpenClass& open : classes_) {
     if (open.algorithm == snapshot.algorithm && open.window_ms == snapshot.window_ms) return open;
   }
-  return classes_.emplace_back(OpenClass{snapshot.algorithm, snapshot.window_ms, {}, 0});
+  return classes_.emplace_back(OpenClass{snapshot.algorithm, snapshot.window_ms, {}, 0, {}, 0, 0});
 }
 
 void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>* frames) {
@@ -316,6 +353,17 @@ void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>
   open.last_window_index = snapshot.counts.window_index;
   PutCounter(snapshot.counts.current, sender_, &open.keys);
   PutCounter(snapshot.counts.previous, sender_, &open.keys);
+  const DeniedCost& denied = snapshot.denied;
+  if (denied.node == sender_ && (denied.current > 0 || denied.previous > 0)) {
+    const size_t denied_before = open.denied.size();
+    PutVarint(open.denied.empty() ? open.entries : open.entries - open.last_denied_entry,
+              &open.denied);
+    PutVarint(denied.current, &open.denied);
+    PutVarint(denied.previous, &open.denied);
+    open.last_denied_entry = open.entries;
+    pending_bytes_ += open.denied.size() - denied_before;
+  }
+  ++open.entries;
   ++entries_;
   pending_bytes_ += open.keys.size() - before;
   MaybeFinish(frames);
@@ -371,6 +419,7 @@ void PeerStateEncoder::Finish(std::vector<std::string>* frames) {
     out[i].setAlgorithm(static_cast<uint8_t>(classes_[i].algorithm));
     out[i].setWindowMs(classes_[i].window_ms);
     out[i].setKeys(DataOf(classes_[i].keys));
+    if (!classes_[i].denied.empty()) out[i].setDenied(DataOf(classes_[i].denied));
   }
   AppendFrame(message, &frames->emplace_back());
   classes_.clear();

@@ -14,6 +14,12 @@
 //     zigzag difference from the previous key's, base debt, node count, then
 //     per node: node, slice count (at most kBucketMaxSlices), the counts
 //     (node/common/bucket_slices.h)
+// PeerClass.denied (deltas of counting classes only) lists the sender's
+// denied cost (KeySnapshot::denied) on the entries that have any: per such
+// entry, its index among the class's entries as the difference from the
+// previous listed one's (the first: the index itself; the others at least
+// 1), then the cost denied in the current and in the previous window. Keys
+// far from their limits have none, and cost nothing here.
 // A delta costs a counting key about its key size plus 8 bytes. A log with
 // more than kStampsPerEntry stamps of one node is sent as several entries of
 // the same key: merging part of a log is a correct merge of that part.
@@ -56,7 +62,8 @@ inline constexpr size_t kMaxMemberAddressBytes = 255;
 struct PeerClassView {
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;  // may be a number no engine knows
   uint64_t window_ms = 0;
-  std::string_view keys;  // packed; points into the decoded frame
+  std::string_view keys;    // packed; points into the decoded frame
+  std::string_view denied;  // packed; points into the decoded frame
 };
 
 // The peer protocol version this build speaks (tally.capnp peerProtocolVersion):
@@ -96,8 +103,9 @@ Status DecodePeerClass(const PeerClassView& view, NodeId sender, const SnapshotS
 class PeerClassDecoder {
  public:
   PeerClassDecoder(const PeerClassView& view, NodeId sender);
-  // Decodes the next entry into *snapshot: its key, algorithm, window_ms and
-  // the member of its algorithm (the others keep what they held). False at
+  // Decodes the next entry into *snapshot: its key, algorithm, window_ms,
+  // the member of its algorithm (the others keep what they held) and the
+  // denied cost (none, where the class lists none for it). False at
   // the end of the class or on bytes that do not decode; status() says which.
   bool Next(KeySnapshot* snapshot);
   // OK, or Corruption (an unknown algorithm, or bytes that do not decode).
@@ -107,8 +115,16 @@ class PeerClassDecoder {
   const Algorithm algorithm_;
   const uint64_t window_ms_;
   const NodeId sender_;
+  // Reads the next listed entry's denied cost; none left: denied_index_ UINT64_MAX.
+  void NextDenied(bool first);
+
   std::string_view in_;
   int64_t window_index_ = 0;  // the previous entry's, or the base slice of a bucket
+  std::string_view denied_;
+  uint64_t entry_index_ = 0;   // of the entry Next decodes
+  uint64_t denied_index_ = 0;  // the next entry with a denied cost
+  uint64_t denied_current_ = 0;
+  uint64_t denied_previous_ = 0;
   Status status_;
 };
 
@@ -144,6 +160,9 @@ class PeerStateEncoder {
     uint64_t window_ms;
     std::string keys;
     int64_t last_window_index = 0;
+    std::string denied;              // PeerClass.denied
+    uint64_t entries = 0;            // key entries in `keys`
+    uint64_t last_denied_entry = 0;  // the last one listed in `denied`
   };
   OpenClass& ClassFor(const KeySnapshot& snapshot);
   void AddBucketEntry(OpenClass& open, const KeySnapshot& snapshot);

@@ -36,11 +36,26 @@ struct NodeStamps {
   bool operator==(const NodeStamps&) const = default;
 };
 
+// What one node denied on a counting key in the windows of a snapshot's
+// counts: cost asked for and not admitted, by which shares of what remains
+// weigh each node's demand (node/engine/coordination.h).
+struct DeniedCost {
+  NodeId node = 0;  // 0: none
+  uint64_t current = 0;
+  uint64_t previous = 0;
+
+  bool operator==(const DeniedCost&) const = default;
+};
+
 struct KeySnapshot {
   std::string key;
   Algorithm algorithm = Algorithm::kSlidingWindowCounter;
   uint64_t window_ms = 0;
-  WindowCounts counts;          // fixed window, sliding counter: every node's slots
+  WindowCounts counts;  // fixed window, sliding counter: every node's slots
+  // Fixed window, sliding counter, gossip deltas only: the sender's denials
+  // (a node's view of its demand, not state to merge slot by slot: neither
+  // stored nor sent in full syncs).
+  DeniedCost denied;
   std::vector<NodeStamps> log;  // sliding log: every node's live entries, by node id
   BucketSlices bucket;          // token bucket: every node's slices and the folded base
   // Token bucket, this node's heard debt (node/engine/key_state.h): token-ms

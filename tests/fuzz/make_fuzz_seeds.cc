@@ -85,6 +85,17 @@ void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& sn
   tally::protocol::EncodeSyncDone(&state);
   tally::protocol::EncodeHeartbeat(&state);
   Write(dir, "state", std::string(1, '\1') + state);
+  // A delta whose counting keys carry the sender's denied costs.
+  tally::protocol::PeerStateEncoder delta_encoder(9, false, 64 << 10);
+  frames.clear();
+  for (tally::KeySnapshot snapshot : snapshots) {
+    snapshot.denied = {9, 3, 1};
+    delta_encoder.Add(snapshot, &frames);
+  }
+  delta_encoder.Finish(&frames);
+  std::string delta;
+  for (const std::string& frame : frames) delta += frame;
+  Write(dir, "delta-denied", std::string(1, '\1') + delta);
   std::vector<tally::protocol::MemberRecord> members(2);
   members[0].node_id = 9;
   members[0].address = "127.0.0.1:7421";

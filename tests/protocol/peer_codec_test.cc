@@ -315,6 +315,73 @@ std::string KeyName(uint64_t n) {
   return key;
 }
 
+// A delta's denied costs: the sender's, on the entries that have any, come
+// back on those entries only; others' (or none) are not sent; a class
+// without the field (an older sender) decodes with none.
+TEST_CASE("peer codec: the sender's denied costs ride on the entries that have them") {
+  PeerStateEncoder encoder(kSender, false, 1 << 20);
+  std::vector<std::string> frames;
+  const int64_t window = kNowMs / 1'000;
+  std::vector<KeySnapshot> sent;
+  for (uint64_t i = 0; i < 6; ++i) {
+    sent.push_back(Counting(KeyName(i), 1'000, window, {{kSender, i + 1}}, {}));
+  }
+  sent[1].denied = {kSender, 7, 0};
+  sent[2].denied = {9, 5, 5};  // another node's: not this sender's to send
+  sent[4].denied = {kSender, 300, 1'000'000};
+  sent[5].denied = {kSender, 0, 2};
+  for (const KeySnapshot& snapshot : sent) encoder.Add(snapshot, &frames);
+  encoder.Finish(&frames);
+  const std::vector<KeySnapshot> got = DecodeAll(frames);
+  REQUIRE(got.size() == sent.size());
+  CHECK(got[0].denied == DeniedCost());
+  CHECK(got[1].denied == DeniedCost{kSender, 7, 0});
+  CHECK(got[2].denied == DeniedCost());
+  CHECK(got[3].denied == DeniedCost());
+  CHECK(got[4].denied == DeniedCost{kSender, 300, 1'000'000});
+  CHECK(got[5].denied == DeniedCost{kSender, 0, 2});
+  const PeerMessage message = Decode(frames[0]);
+  REQUIRE(message.classes.size() == 1);
+  CHECK(message.classes[0].denied.size() == 3 + 6 + 3);  // (1, 7, 0) (3, 300, 10^6) (1, 0, 2)
+  protocol::PeerClassView older = message.classes[0];
+  older.denied = {};
+  protocol::PeerClassDecoder decoder(older, kSender);
+  KeySnapshot snapshot;
+  while (decoder.Next(&snapshot)) CHECK(snapshot.denied == DeniedCost());
+  CHECK(decoder.status().ok());
+}
+
+// Denied costs that do not fit the class are Corruption: a listed entry
+// past the last one, an index step of 0 after the first, bytes cut short,
+// and any in a class that does not count.
+TEST_CASE("peer codec: hostile denied costs") {
+  PeerStateEncoder encoder(kSender, false, 1 << 20);
+  std::vector<std::string> frames;
+  encoder.Add(Counting("a", 1'000, kNowMs / 1'000, {{kSender, 3}}, {}), &frames);
+  encoder.Add(Counting("b", 1'000, kNowMs / 1'000, {{kSender, 4}}, {}), &frames);
+  encoder.Add(Log("l", {{kSender, {{kNowMs, 2}}}}), &frames);
+  encoder.Finish(&frames);
+  const PeerMessage message = Decode(frames[0]);
+  REQUIRE(message.classes.size() == 2);
+  const auto status_of = [](protocol::PeerClassView view, const std::string& denied) {
+    view.denied = denied;
+    uint64_t keys = 0;
+    return protocol::DecodePeerClass(
+        view, kSender, [](const KeySnapshot&) {}, &keys);
+  };
+  const protocol::PeerClassView& counting = message.classes[0];
+  CHECK(status_of(counting, std::string("\x01\x05\x00", 3)).ok());
+  CHECK(status_of(counting, std::string("\x00\x05\x00\x01\x01\x01", 6)).ok());
+  CHECK(status_of(counting, std::string("\x02\x05\x00", 3)).code() == Status::Code::kCorruption);
+  CHECK(status_of(counting, std::string("\x00\x05\x00\x00\x01\x01", 6)).code() ==
+        Status::Code::kCorruption);
+  CHECK(status_of(counting, std::string("\x01\x05", 2)).code() == Status::Code::kCorruption);
+  CHECK(status_of(counting, std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x01\x01", 12))
+            .code() == Status::Code::kCorruption);
+  CHECK(status_of(message.classes[1], std::string("\x00\x01\x00", 3)).code() ==
+        Status::Code::kCorruption);
+}
+
 // Three nodes' deltas and full syncs, merged in order into one limiter and
 // shuffled with duplicates and replays into another: the same state.
 TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing") {
