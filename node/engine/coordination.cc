@@ -1,6 +1,7 @@
 #include "node/engine/coordination.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
@@ -29,22 +30,51 @@ int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after
   return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
 }
 
-void Coordination::CapToShare(uint64_t cost, uint64_t unheard_before, Decision* decision) const {
-  if (!CountsUnsent() || cost == 0 || !decision->allowed) return;  // a peek takes nothing
+void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const {
+  if (!CountsUnsent() || check.cost == 0 || !decision->allowed) return;  // a peek takes nothing
   // Shared with the members this node's admissions reach: while cut off from
   // some, each side enforces the limit on its own (the partition modes).
   const size_t unreachable = settings_.unreachable_peers->load(std::memory_order_relaxed);
   const size_t members = this->members() - std::min(unreachable, this->members() - 1);
   if (members <= 1) return;
-  // Both below 2^35 (costs and counts are at most kMaxLimit, 10^9; what is
+  // Rationed (some node's view had no room lately): weighed by heard demand,
+  // with every member's floor. Otherwise equal, and exact (in doubles:
+  // integers below 2^53): remaining / members.
+  const bool rationed = check.demand.denied > 0;
+  const HeardDemand demand = rationed ? check.demand : HeardDemand();
+  const double floor = std::max(1.0, demand.all / static_cast<double>(4 * members));
+  const double own_part = demand.own + floor;
+  const double all_parts = demand.all + static_cast<double>(members) * floor;
+  const auto share =
+      static_cast<uint64_t>(static_cast<double>(decision->remaining) * own_part / all_parts);
+  // Below 2^35 (costs and counts are at most kMaxLimit, 10^9; what is
   // unheard at most three windows of the node's own count): no overflow.
-  const uint64_t share = decision->remaining / members;
-  const uint64_t unheard_after = unheard_before + cost;
+  const uint64_t unheard_after = check.unheard_before + check.cost;
   if (2 * unheard_after <= share) return;
   WantRound();
-  // Nothing was unheard: the one request that passes whatever its share.
-  if (unheard_before == 0 || unheard_after <= share) return;
-  Cap(0, cost, static_cast<uint64_t>(settings_.share_wait_ms), decision);
+  if (unheard_after <= share) return;
+  // Beyond the share: with nothing unheard, the request passes; rationed, no
+  // more often than this node's share of what remained before it accrues
+  // its cost, a share per half share_wait_ms (about how often a node that
+  // keeps asking renews its share: an early round and delivery, or a round),
+  // so that nodes whose shares are below a request take turns by their
+  // weight, as the others do by their shares. The first time on a key: at once.
+  const auto wait_ms = static_cast<uint64_t>(settings_.share_wait_ms);
+  const auto now32 = static_cast<uint32_t>(check.now_ms) | 1;  // 0: never
+  uint64_t turn_in_ms = 0;
+  if (rationed && check.exempt_at_ms != nullptr && *check.exempt_at_ms != 0) {
+    const double share_before =
+        static_cast<double>(decision->remaining + check.cost) * own_part / all_parts;
+    const auto accrual_ms = static_cast<uint64_t>(std::ceil(
+        static_cast<double>(check.cost) * static_cast<double>(wait_ms) / 2 / share_before));
+    const uint32_t since_ms = now32 - *check.exempt_at_ms;
+    turn_in_ms = since_ms >= accrual_ms ? 0 : accrual_ms - since_ms;
+  }
+  if (check.unheard_before == 0 && turn_in_ms == 0) {
+    if (check.exempt_at_ms != nullptr) *check.exempt_at_ms = now32;
+    return;
+  }
+  Cap(0, check.cost, std::max(check.unheard_before > 0 ? wait_ms : 0, turn_in_ms), decision);
 }
 
 int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
@@ -94,7 +124,9 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
-  CapToShare(check.cost, check.unheard_before, decision);
+  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
+              entry && entry->remote ? &entry->remote->exempt_at_ms : nullptr},
+             decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
@@ -146,7 +178,7 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
-  CapToShare(check.cost, check.unheard_before, decision);
+  CapToShare({check.cost, check.unheard_before, HeardDemand(), check.now_ms, nullptr}, decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 

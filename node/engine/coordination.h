@@ -17,23 +17,41 @@
 //  - Share of what remains (Settings::share_wait_ms > 0, the default mode of
 //    a cluster without escrow): what this node admitted on a key that its
 //    peers may not have heard of (not sent yet, or sent less than
-//    Settings::delivery_ms ago) stays within 1/N of what its view
-//    leaves of the limit after the admission (N: the members it reaches,
-//    itself included; cut off from all, it enforces the limit alone). With
-//    views alike, all that the nodes admit unheard together then stays within
-//    what remains, so nodes admitting at once (a coordinated burst on a fresh
-//    key) do not pass the limit together (the demarcation rule; Barbara and
-//    Garcia-Molina 1994). Once what is unheard reaches half the share, the
-//    node asks for an early gossip round (Settings::round_wanted), so that a
-//    steady stream of requests rarely meets the share at all. A request
-//    beyond it waits share_wait_ms (a gossip interval and delivery_ms: by
-//    then what this node held back has been sent and has arrived, and the
-//    request passes if nothing else came). A request when nothing of this
-//    node's is unheard passes whatever its share, as far as the view allows:
-//    otherwise a request larger than a share would never pass. So near the
-//    limit each node may pass the bound by one request (N - 1 units beyond
-//    it for unit costs, once views agree). Far from a limit a share is large
-//    and nothing waits.
+//    Settings::delivery_ms ago) stays within its share of what its view
+//    leaves of the limit after the admission. While no node's view has had
+//    room for all its requests lately (none heard of in the window or the
+//    one before), shares are equal, 1/N (N: the members it reaches, itself
+//    included; cut off from all, it enforces the limit alone). Once some
+//    has (the key is rationed), shares follow demand: each member weighs its
+//    heard demand d (what it admitted and what its view had no room for, as
+//    every node has heard of them: HeardDemand) plus a floor
+//    F = max(1, D / 4N) that every member gets (D: all members' demand); a
+//    share is remaining x (d + F) / (D + N F), and a node whose demand just
+//    started gets at least 1/(5N) until its peers hear of it.
+//    Since every node weighs the same heard figures, the shares add up to
+//    what remains (around a key's first heard denial, for about a delivery
+//    time, some nodes may weigh while others still share equally, and the
+//    shares add up to more), and with views alike all that the nodes admit unheard
+//    together stays within it, so nodes admitting at once (a coordinated
+//    burst on a fresh key) do not pass the limit together (the demarcation
+//    rule; Barbara and Garcia-Molina 1994), while a node with most of the
+//    demand gets most of what frees up, as a central limiter gives its
+//    clients. Once what is unheard reaches half the share, the node asks for
+//    an early gossip round (Settings::round_wanted), so that a steady stream
+//    of requests rarely meets the share at all. A request beyond it waits
+//    share_wait_ms (a gossip interval and delivery_ms: by then what this
+//    node held back has been sent and has arrived, and the request passes if
+//    nothing else came). A request when nothing of this node's is unheard
+//    passes whatever its share, as far as the view allows: otherwise a
+//    request larger than a share would never pass. While the key is
+//    rationed, it passes no more often than the node's share accrues its
+//    cost (CapToShare), so that nodes whose shares are below one request
+//    take turns by weight.
+//    So near the limit each node may pass the bound by one request (N - 1
+//    units beyond it for unit costs, once views agree). Far from a limit a
+//    share is large and nothing waits. Token buckets weigh no demand: their
+//    shares are 1/N, and a request beyond one passes whenever nothing is
+//    unheard.
 //  - Gossip delay (node/engine/headroom.h): an admission within a much
 //    smaller share of what remains may wait before it is gossiped; one beyond
 //    goes at the next round. With escrow every admission goes at once: escrow
@@ -84,8 +102,9 @@ class Coordination {
   // A counting key (fixed window, sliding counter) as its check sees it:
   // the window and how far into it, the cluster-wide counts in this node's
   // view, an upper bound of what this node would have kept to itself (not
-  // gossiped) after admitting the request, and what of its admissions its
-  // peers may not have heard of now (exact, or an upper bound).
+  // gossiped) after admitting the request, what of its admissions its
+  // peers may not have heard of now (exact, or an upper bound), and the
+  // demand on the key as the nodes have heard of it.
   struct CounterCheck {
     const LimitSpec& spec;
     uint64_t cost;
@@ -96,6 +115,7 @@ class Coordination {
     uint64_t previous;
     uint64_t unsent_after;
     uint64_t unheard_before;
+    HeardDemand demand;
   };
   // Caps *decision (the pure rule's). `entry` is null for a key this node
   // does not hold yet: escrow state for it is made in *fresh, for the caller
@@ -124,6 +144,9 @@ class Coordination {
   // whose admission must go at the next round (gossip_delay_ms 0): the share
   // of what remains is held, and such a key is near enough for it to matter.
   bool CountsUnsent() const { return settings_.share_wait_ms > 0 && !escrowed(); }
+  // Whether the caller should count what this node denies on a counting key
+  // (CountDenied) and send it: the shares weigh demand, and there are peers.
+  bool CountsDenied() const { return CountsUnsent() && members() > 1; }
 
   // How long what this node sent may be on its way to the peers.
   int64_t delivery_ms() const { return settings_.delivery_ms; }
@@ -139,7 +162,17 @@ class Coordination {
     if (settings_.round_wanted != nullptr && *settings_.round_wanted) (*settings_.round_wanted)();
   }
   // Keeps what is unheard within this node's share of what remains.
-  void CapToShare(uint64_t cost, uint64_t unheard_before, Decision* decision) const;
+  // exempt_at_ms: where the key keeps when a request last passed beyond its
+  // share (the wall clock's ms, low 32 bits, | 1; 0: never), or null where
+  // it keeps nothing yet.
+  struct ShareCheck {
+    uint64_t cost;
+    uint64_t unheard_before;
+    const HeardDemand& demand;
+    int64_t now_ms;
+    uint32_t* exempt_at_ms;
+  };
+  void CapToShare(const ShareCheck& check, Decision* decision) const;
 
   Settings settings_;
 };

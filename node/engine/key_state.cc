@@ -22,13 +22,22 @@ uint64_t RefilledDebt(uint64_t debt, int64_t at_ms, uint64_t capacity, int64_t n
   return refill >= debt ? 0 : debt - static_cast<uint64_t>(refill);
 }
 
+uint32_t Saturated32(uint64_t value) {
+  return static_cast<uint32_t>(std::min<uint64_t>(value, std::numeric_limits<uint32_t>::max()));
+}
+
+DeniedCounts& DeniedOf(CounterEntry& entry) {
+  if (!entry.remote) entry.remote = std::make_unique<RemoteCounts>();
+  if (!entry.remote->denied) entry.remote->denied = std::make_unique<DeniedCounts>();
+  return *entry.remote->denied;
+}
+
 // Merges `from` into the own slot (inline) and the remote G-counter of one window.
 void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
   for (const GCounter::Slot& slot : from.slots()) {
     if (slot.node == self) {
-      const uint64_t clamped = std::min<uint64_t>(slot.count, std::numeric_limits<uint32_t>::max());
-      own = std::max(own, static_cast<uint32_t>(clamped));
+      own = std::max(own, Saturated32(slot.count));
       continue;
     }
     if (!remote) remote = std::make_unique<RemoteCounts>();
@@ -104,7 +113,15 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
     if (entry.remote) {
       entry.remote->previous = std::move(entry.remote->current);
       entry.remote->current = GCounter();
-      if (entry.remote->previous.empty()) entry.remote.reset();
+      if (DeniedCounts* denied = entry.remote->denied.get()) {
+        denied->previous = std::move(denied->current);
+        denied->current = GCounter();
+        denied->own_previous = denied->own_current;
+        denied->own_current = 0;
+        denied->sent_previous = denied->sent_current;
+        denied->sent_current = 0;
+      }
+      if (entry.remote->previous.empty() && !entry.remote->denied) entry.remote.reset();
     }
     return;
   }
@@ -146,6 +163,58 @@ void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms) {
   const int64_t now_window = now_ms / static_cast<int64_t>(window_ms);
   return entry.window_index <= now_window - WindowsKept(algorithm);
+}
+
+void CountDenied(CounterEntry& entry, uint64_t cost) {
+  DeniedCounts& denied = DeniedOf(entry);
+  denied.own_current = Saturated32(uint64_t{denied.own_current} + cost);
+}
+
+void MergeDenied(CounterEntry& entry, NodeId self, int64_t window_index, const DeniedCost& denied) {
+  if (denied.node == 0 || denied.node == self) return;  // this node's own are never taken back
+  if (window_index == entry.window_index) {
+    DeniedCounts& counts = DeniedOf(entry);
+    counts.current.MergeSlot(denied.node, denied.current);
+    counts.previous.MergeSlot(denied.node, denied.previous);
+  } else if (window_index == entry.window_index - 1) {
+    DeniedOf(entry).previous.MergeSlot(denied.node, denied.current);
+  }
+}
+
+DeniedCost SendDenied(CounterEntry& entry, NodeId self) {
+  DeniedCounts* denied = entry.remote ? entry.remote->denied.get() : nullptr;
+  if (denied == nullptr) return {};
+  denied->current.MergeSlot(self, denied->sent_current);
+  denied->previous.MergeSlot(self, denied->sent_previous);
+  denied->sent_current = denied->own_current;
+  denied->sent_previous = denied->own_previous;
+  return {self, denied->own_current, denied->own_previous};
+}
+
+HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
+                     double previous_weight) {
+  // This node's admissions as its peers have them: what is unheard comes off
+  // the current window first (the previous one's wait only while deferred).
+  const uint64_t unheard_current = std::min<uint64_t>(unheard, entry.own_current);
+  const uint64_t unheard_previous =
+      std::min<uint64_t>(unheard - unheard_current, entry.own_previous);
+  HeardDemand demand;
+  demand.own = static_cast<double>(entry.own_current - unheard_current) +
+               previous_weight * static_cast<double>(entry.own_previous - unheard_previous);
+  demand.all = demand.own;
+  if (const RemoteCounts* remote = entry.remote.get()) {
+    demand.all += static_cast<double>(remote->current.Sum()) +
+                  previous_weight * static_cast<double>(remote->previous.Sum());
+    if (const DeniedCounts* denied = remote->denied.get()) {
+      const double own_denied = static_cast<double>(denied->current.Get(self)) +
+                                previous_weight * static_cast<double>(denied->previous.Get(self));
+      demand.own += own_denied;
+      demand.denied = static_cast<double>(denied->current.Sum()) +
+                      previous_weight * static_cast<double>(denied->previous.Sum());
+      demand.all += demand.denied;
+    }
+  }
+  return demand;
 }
 
 void TrimLog(LogEntry& entry, uint64_t window_ms, int64_t now_ms) {

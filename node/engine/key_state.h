@@ -23,6 +23,22 @@ namespace tally {
 // a merge while some of this node's admissions waited to be sent).
 inline constexpr uint32_t kUnsentUnknown = UINT32_MAX;
 
+// What the nodes denied on a counting key (cost asked for that their views
+// had no room for),
+// by which shares of what remains weigh each node's demand
+// (node/engine/coordination.h): each node's denials in the current and the
+// previous window as last heard (this node's: as it sent them the time
+// before last, surely arrived by now), this node's as it sent them last, and
+// this node's own now. Allocated on the first denial or report of one.
+struct DeniedCounts {
+  GCounter current;
+  GCounter previous;
+  uint32_t sent_current = 0;
+  uint32_t sent_previous = 0;
+  uint32_t own_current = 0;  // saturating
+  uint32_t own_previous = 0;
+};
+
 // Other nodes' slots of a counting key: allocated once a peer reports, or,
 // with escrow (node/engine/escrow.h), once the key is checked: its epoch lives
 // here; or once this node's unsent admissions on it come near its share of
@@ -39,6 +55,9 @@ struct RemoteCounts {
   // way to the peers for a while (node/engine/coordination.h).
   uint32_t own_sent = 0;
   uint32_t sent_at_ms = 0;
+  // When a request last passed beyond this node's share (coordination.h).
+  uint32_t exempt_at_ms = 0;
+  std::unique_ptr<DeniedCounts> denied;
 };
 
 // Fixed window and sliding-window counter. The own node's slot of the
@@ -63,6 +82,29 @@ void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts);
 void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts);
 // True when nothing the entry holds counts at `now_ms` any more.
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
+
+// Counts `cost` this node denied now, in the entry's current window.
+void CountDenied(CounterEntry& entry, uint64_t cost);
+// Takes a peer's denials (`denied`, for the windows of counts at
+// window_index): max per slot; windows the entry has left behind are ignored.
+void MergeDenied(CounterEntry& entry, NodeId self, int64_t window_index, const DeniedCost& denied);
+// This node's denials for a delta (none: node 0). What it sent the time
+// before counts as heard from now on: a send comes at least a delivery time
+// after the one before (an early gossip round waits that long).
+DeniedCost SendDenied(CounterEntry& entry, NodeId self);
+
+// Demand on a key as every node has heard of it: each node's admissions and
+// denials in the current window, and in the previous one weighed by
+// `previous_weight` (the part of it the sliding counter still counts); this
+// node's without `unheard` (what its peers may not have heard of yet). So
+// nodes with alike views compute alike figures.
+struct HeardDemand {
+  double own = 0;
+  double all = 0;     // every node's, own included
+  double denied = 0;  // every node's denials: some, while the key is oversubscribed
+};
+HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
+                     double previous_weight);
 
 // One node's sliding-log entries, oldest first; those before `first` have
 // left the window and await compaction.

@@ -71,6 +71,7 @@ size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
 
 void FillSnapshot(const CounterEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportCounts(entry, self, &snapshot->counts);
+  snapshot->denied = DeniedCost();  // a node's view of demand, not state
 }
 void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportLog(entry, self, &snapshot->log);
@@ -279,6 +280,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
   };
   Decision result = decide(current, cost);
+  const bool view_denies = !result.allowed && !result.never_allowed;
   // What this node would have kept to itself after the admission: its
   // count, and the previous window's too while that waits.
   const uint64_t unsent_after =
@@ -288,11 +290,22 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
       cost;
   const uint64_t unsent = UnsentNow(entry);
   const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
+  // The previous window's part that the sliding counter still counts (the
+  // fixed window's demand is weighed alike: it lasts no longer than its window).
+  const double previous_weight =
+      static_cast<double>(spec.window_ms - elapsed_ms) / static_cast<double>(spec.window_ms);
+  const HeardDemand demand =
+      entry && coordination.CountsDenied()
+          ? DemandOf(*entry, coordination.self(), unheard_before, previous_weight)
+          : HeardDemand();
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms =
       coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
-                            unsent_after, unheard_before},
+                            unsent_after, unheard_before, demand},
                            entry, &fresh, &result);
+  // A request the view has no room for is demand beyond the limit: the
+  // shares weigh it (one that can never pass, or waits for its share, is not).
+  if (view_denies && cost > 0 && entry && coordination.CountsDenied()) CountDenied(*entry, cost);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {
@@ -497,6 +510,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   }
   AdvanceTo(*entry, now_window);
   tally::MergeCounts(*entry, self, counts);
+  MergeDenied(*entry, self, counts.window_index, snapshot.denied);
   MarkMerged(counters, spec, entry);
   return Status::OK();
 }
@@ -553,6 +567,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred);
   const auto begin = [&](const auto& limit_class, auto& entry) {
     entry.key.set_marked(kDeferredMark, false);  // what waited goes now
+    scratch->denied = DeniedCost();
     scratch->key.assign(entry.key.view());
     scratch->algorithm = limit_class.algorithm;
     scratch->window_ms = limit_class.window_ms;
@@ -572,6 +587,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
       counts.previous.Clear();
       counts.current.MergeSlot(self, entry->own_current);
       counts.previous.MergeSlot(self, entry->own_previous);
+      scratch->denied = SendDenied(*entry, self);
       sink(*scratch);
     }
     limit_class.changed[kGossipMark].clear();

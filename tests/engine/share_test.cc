@@ -141,6 +141,55 @@ TEST_CASE("shares: a request larger than a share passes when nothing waits") {
   }
 }
 
+// Shares follow demand: what a node's view had no room for goes out with its
+// next delta, and the peers then leave it most of what remains (their own
+// shares shrink), instead of a third each. While the key is so
+// oversubscribed, a request beyond a node's share passes only once its share
+// has accrued the cost, and retry_after_ms says when.
+TEST_CASE("shares: a node whose clients asked for most gets most of what remains") {
+  ManualClock clock(kMinuteStartMs);
+  std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
+  const LimitSpec spec = kSpecs[0];  // fixed window, a minute
+  uint64_t filled = 0;
+  for (int round = 0; round < 40 && filled < spec.limit; ++round) {
+    while (nodes[0].Admit("k", spec)) ++filled;  // alone: a share a round
+    RunRound(nodes);
+    clock.AdvanceMs(kDeliveryMs);
+  }
+  REQUIRE(filled == spec.limit);
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(nodes[0].Admit("k", spec));  // no room in the view
+  clock.SetWallMs(kMinuteStartMs + 60'000);                              // the next window
+  CHECK(nodes[0].Admit("k", spec));
+  const std::vector<KeySnapshot> deltas = nodes[0].Collect();
+  REQUIRE(deltas.size() == 1);
+  CHECK(deltas[0].denied.node == 1);
+  CHECK(deltas[0].denied.current == 0);
+  CHECK(deltas[0].denied.previous == 101);  // and the fill's last request
+  for (size_t to : {1, 2}) REQUIRE(nodes[to].limiter->Merge(deltas[0]).ok());
+  clock.AdvanceMs(kDeliveryMs);
+  // Node 1 hears node 1's 202 (1 + 100 admitted, 101 denied), none of its
+  // own; floors of 202 / 12: its share of 99 is 99 x 16.8 / 252.5.
+  uint64_t quiet = 0;
+  for (int i = 0; i < 100; ++i) quiet += nodes[1].Admit("k", spec) ? 1 : 0;
+  CHECK(quiet == 6);  // equal shares: 24
+  uint64_t busy = 0;
+  for (int i = 0; i < 100; ++i) busy += nodes[0].Admit("k", spec) ? 1 : 0;
+  CHECK(busy >= 40);
+  RunRound(nodes);
+  clock.AdvanceMs(kDeliveryMs);
+  CHECK(nodes[1].Admit("k", spec, 20));  // beyond its share: the first time at once
+  RunRound(nodes);
+  clock.AdvanceMs(kDeliveryMs);
+  const Decision waits = nodes[1].Check("k", spec, 20);
+  CHECK_FALSE(waits.allowed);
+  CHECK(waits.retry_after_ms > kRoundMs);
+  CHECK(waits.retry_after_ms < 10'000);
+  clock.AdvanceMs(1);
+  CHECK_FALSE(nodes[1].Admit("k", spec, 20));
+  clock.AdvanceMs(static_cast<int64_t>(waits.retry_after_ms) - 1);
+  CHECK(nodes[1].Admit("k", spec, 20));  // (the window's start weighs less by then: sooner is fine)
+}
+
 // Random clusters at demand beyond a small limit, one burst a round at random
 // nodes: every fixed window admits the limit and at most N - 1 beyond it.
 TEST_CASE("shares: random clusters admit the limit, at most N - 1 beyond") {
