@@ -105,9 +105,14 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
               ? DecideFixedWindow(spec, check.current, check.elapsed_ms, 0).remaining
               : DecideSlidingCounter(spec, check.current, check.previous, epoch_end_elapsed_ms, 0)
                     .remaining;
+      // Demand weighs: admissions, and denials as the peers have heard of them.
+      const DeniedCounts* denied = remote.denied.get();
+      const uint64_t own_denied =
+          denied ? denied->current.Get(settings_.self) + denied->previous.Get(settings_.self) : 0;
       remote.epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self,
-                         own_current, uint64_t{own_current} + own_previous, remote.current,
-                         remote.previous, members);
+                         own_current, uint64_t{own_current} + own_previous + own_denied,
+                         remote.current, remote.previous, denied ? &denied->current : nullptr,
+                         denied ? &denied->previous : nullptr, members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * epoch_ms - check.now_ms);
     if (!idle) Cap(remote.epoch.Left(own_current), check.cost, epoch_left_ms, decision);
@@ -171,7 +176,8 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
       const uint64_t view_remaining =
           DecideTokenBucket(spec, &check.state, heard_at_end, epoch_end_ms, 0).remaining;
       epoch.Begin(epoch_index, period, view_remaining, settings_.self, own_current32,
-                  own_current + own_previous, remote_current, remote_previous, members());
+                  own_current + own_previous, remote_current, remote_previous, nullptr, nullptr,
+                  members());
     }
     if (!idle) {
       Cap(epoch.Left(own_current32), check.cost, static_cast<uint64_t>(epoch_end_ms - check.now_ms),

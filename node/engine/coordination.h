@@ -144,9 +144,18 @@ class Coordination {
   // whose admission must go at the next round (gossip_delay_ms 0): the share
   // of what remains is held, and such a key is near enough for it to matter.
   bool CountsUnsent() const { return settings_.share_wait_ms > 0 && !escrowed(); }
-  // Whether the caller should count what this node denies on a counting key
-  // (CountDenied) and send it: the shares weigh demand, and there are peers.
-  bool CountsDenied() const { return CountsUnsent() && members() > 1; }
+  // Whether shares of what remains weigh demand (HeardDemand) here: held,
+  // and with peers.
+  bool WeighsDemand() const { return CountsUnsent() && members() > 1; }
+  // Whether the caller should count a denial on a counting key (CountDenied)
+  // and send it, given whether the view had room: the shares weigh what the
+  // view had no room for; escrow weighs every denial but one that can never
+  // pass (its epochs ration near a limit anyway, and a node denied by its
+  // allowance should get more of the next).
+  bool CountsDenial(const Decision& decision, bool view_had_room) const {
+    if (decision.allowed || decision.never_allowed) return false;
+    return escrowed() || (WeighsDemand() && !view_had_room);
+  }
 
   // How long what this node sent may be on its way to the peers.
   int64_t delivery_ms() const { return settings_.delivery_ms; }

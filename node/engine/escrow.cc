@@ -21,7 +21,8 @@ uint64_t Share(uint64_t remaining, uint64_t weight, uint64_t total) {
 
 void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, NodeId self,
                         uint32_t own_current, uint64_t self_recent, const GCounter& remote_current,
-                        const GCounter& remote_previous, size_t cluster_size) {
+                        const GCounter& remote_previous, const GCounter* denied_current,
+                        const GCounter* denied_previous, size_t cluster_size) {
   // What the others were allowed in the epoch just ended and have not been
   // seen to spend: it may still be on its way.
   uint64_t unheard = 0;
@@ -46,22 +47,24 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
   }
   const uint64_t remaining = view_remaining > unheard ? view_remaining - unheard : 0;
 
-  // Weights: recent admissions plus a floor of 1/(2N) of all of them (at
-  // least 1), which every member gets, those without admissions included.
+  // Weights: recent demand plus a floor of 1/(4N) of all of it (at least 1),
+  // which every member gets, those without demand included.
   others_.clear();
   uint64_t all_recent = self_recent;
-  for (const GCounter* counts : {&remote_current, &remote_previous}) {
+  for (const GCounter* counts :
+       {&remote_current, &remote_previous, denied_current, denied_previous}) {
+    if (counts == nullptr) continue;
     for (const GCounter::Slot& slot : counts->slots()) {
       if (slot.node == self) continue;
       all_recent = SaturatingAdd(all_recent, slot.count);
       auto it = std::find_if(others_.begin(), others_.end(),
                              [&](const Other& other) { return other.node == slot.node; });
       if (it == others_.end()) it = others_.insert(others_.end(), {slot.node, 0, 0});
-      it->allowance = SaturatingAdd(it->allowance, slot.count);  // recent admissions, for now
+      it->allowance = SaturatingAdd(it->allowance, slot.count);  // recent demand, for now
     }
   }
   const uint64_t floor_weight =
-      std::max<uint64_t>(1, all_recent / (2 * std::max<size_t>(cluster_size, 1)));
+      std::max<uint64_t>(1, all_recent / (4 * std::max<size_t>(cluster_size, 1)));
   const size_t known = others_.size() + 1;
   const size_t newcomers = cluster_size > known ? cluster_size - known : 0;
   const uint64_t self_weight = SaturatingAdd(self_recent, floor_weight);

@@ -10,16 +10,18 @@
 // not heard of yet, and spends at most its share of that until the next
 // epoch.
 //
-//  - Shares follow demand: node j weighs its recent admissions (current and
-//    previous window) plus a floor F = max(1, all recent admissions / 2N)
-//    that every member gets, those without admissions included. So the
-//    busiest node gets most of the remainder, and a node whose demand just
-//    started still gets at least about 1/(3N) of it each epoch: it is not
-//    starved. A share is floor(R * w / W), and the units the floors leave go
-//    one each to the largest remainders, so the allowances of an epoch sum
-//    to exactly R and no unit is stranded. Ties: members without admissions
-//    (whose ids a node does not know) first, as nodes that do not know each
-//    other yet would otherwise each take the unit; then the lowest id.
+//  - Shares follow demand: node j weighs its recent demand (its admissions
+//    and the requests it was denied, current and previous window; its own
+//    denials as its peers have heard of them) plus a floor
+//    F = max(1, all recent demand / 4N) that every member gets, those
+//    without demand included. So the busiest node gets most of the
+//    remainder, and a node whose demand just started still gets at least
+//    about 1/(5N) of it each epoch: it is not starved. (Admissions alone
+//    would keep whatever split a key started with: under saturation each
+//    node admits what it was allowed.) A share is floor(R * w / W), and the units the floors leave
+//    go one each to the largest remainders, so the allowances of an epoch sum to exactly R and no
+//    unit is stranded. Ties: members without admissions (whose ids a node does not know) first, as
+//    nodes that do not know each other yet would otherwise each take the unit; then the lowest id.
 //  - Unheard spending: each node computes every node's allowance of the
 //    epoch, as they all use the same rule on nearly the same view. At the
 //    next epoch's start, what a node was allowed and has not been seen to
@@ -47,12 +49,15 @@ class EscrowEpoch {
 
   // Begins epoch `index` of `window`. view_remaining: what the node's view
   // leaves of the limit now; own_current: its own count; self_recent: its
-  // admissions in the current and previous window; remote_current and
-  // remote_previous: the others' slots; cluster_size: the members, self
-  // included.
+  // demand in the current and previous window (admissions, and denials as
+  // its peers have heard of them); remote_current and remote_previous: the
+  // others' slots; denied (may be null): what each node was denied in the
+  // current and previous window, which weighs as demand too; cluster_size:
+  // the members, self included.
   void Begin(int64_t index, int64_t window, uint64_t view_remaining, NodeId self,
              uint32_t own_current, uint64_t self_recent, const GCounter& remote_current,
-             const GCounter& remote_previous, size_t cluster_size);
+             const GCounter& remote_previous, const GCounter* denied_current,
+             const GCounter* denied_previous, size_t cluster_size);
 
   // What this node may still spend in the epoch, its count being own_current.
   uint64_t Left(uint32_t own_current) const {

@@ -280,7 +280,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
   };
   Decision result = decide(current, cost);
-  const bool view_denies = !result.allowed && !result.never_allowed;
+  const bool view_had_room = result.allowed;
   // What this node would have kept to itself after the admission: its
   // count, and the previous window's too while that waits.
   const uint64_t unsent_after =
@@ -295,7 +295,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
   const double previous_weight =
       static_cast<double>(spec.window_ms - elapsed_ms) / static_cast<double>(spec.window_ms);
   const HeardDemand demand =
-      entry && coordination.CountsDenied()
+      entry && coordination.WeighsDemand()
           ? DemandOf(*entry, coordination.self(), unheard_before, previous_weight)
           : HeardDemand();
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
@@ -303,9 +303,10 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
       coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
                             unsent_after, unheard_before, demand},
                            entry, &fresh, &result);
-  // A request the view has no room for is demand beyond the limit: the
-  // shares weigh it (one that can never pass, or waits for its share, is not).
-  if (view_denies && cost > 0 && entry && coordination.CountsDenied()) CountDenied(*entry, cost);
+  // A denial is demand too (which ones count: Coordination::CountsDenial).
+  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room)) {
+    CountDenied(*entry, cost);
+  }
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, counters, spec, key, now_ms, &entry); !status.ok()) {

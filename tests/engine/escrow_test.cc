@@ -25,22 +25,23 @@ uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
   GCounter current;
   for (const GCounter::Slot& slot : others) current.MergeSlot(slot.node, slot.count);
   EscrowEpoch epoch;
-  epoch.Begin(0, 0, remaining, self, self_count, self_count, current, GCounter(), cluster_size);
+  epoch.Begin(0, 0, remaining, self, self_count, self_count, current, GCounter(), nullptr, nullptr,
+              cluster_size);
   return epoch.allowance();
 }
 
-// Shares follow recent admissions plus a floor of all of them / 2N that every
-// member gets, those without admissions too.
+// Shares follow recent demand plus a floor of all of it / 4N that every
+// member gets, those without demand too.
 TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
-  const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 66
-  // 600 * 165 / (165 + 165 + 265) = 166.4; the floors leave 1, for the
-  // largest remainder (nodes 1 and 2 tie: the lowest id).
-  CHECK(FirstAllowance(600, 1, 99, others, 3) == 167);
-  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 166);
-  CHECK(FirstAllowance(600, 1, 99, others, 5) == 140);  // floor 39: 600 * 138 / 592 = 139.9
+  const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 33
+  // 600 * 132 / (132 + 132 + 232) = 159.7; the floors leave 2, for the two
+  // largest remainders (nodes 1 and 2, 0.7 each, before node 3's 0.6).
+  CHECK(FirstAllowance(600, 1, 99, others, 3) == 160);
+  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 160);
+  CHECK(FirstAllowance(600, 1, 99, others, 5) == 144);  // floor 19: 600 * 118 / 492 = 143.9
   CHECK(FirstAllowance(0, 1, 99, others, 3) == 0);
-  // A node that has admitted nothing still gets about 1/(3N).
-  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 166);  // 1000 * 249 / (249 + 1247)
+  // A node that has admitted nothing still gets about 1/(5N).
+  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 100);  // 1000 * 124 / (124 + 1122)
   // The last units go to the largest remainders (ties: the lowest id), not to nobody.
   CHECK(FirstAllowance(2, 1, 10, others, 3) == 0);
   CHECK(FirstAllowance(2, 3, 199, {{1, 10}, {2, 99}}, 3) == 1);
@@ -64,17 +65,17 @@ TEST_CASE("escrow: spending not heard of yet is held back") {
   GCounter other;
   other.MergeSlot(2, 10);
   EscrowEpoch epoch;
-  epoch.Begin(0, 7, 100, 1, 10, 10, other, GCounter(), 2);  // floor 5: weights 15 and 15
+  epoch.Begin(0, 7, 100, 1, 10, 10, other, GCounter(), nullptr, nullptr, 2);  // weights 12, 12
   CHECK(epoch.allowance() == 50);
   CHECK(epoch.Left(30) == 30);
   CHECK_FALSE(epoch.Stale(0, 7));
   CHECK(epoch.Stale(1, 7));
   other.MergeSlot(2, 20);  // seen 10 of node 2's 50; this node spent 10: the view leaves 80
-  epoch.Begin(1, 7, 80, 1, 20, 20, other, GCounter(), 2);
+  epoch.Begin(1, 7, 80, 1, 20, 20, other, GCounter(), nullptr, nullptr, 2);
   CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 30 / 60
   other.MergeSlot(2, 60);          // all of it heard by the next epoch: nothing held back
-  epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), 2);
-  CHECK(epoch.allowance() == 7);  // floor 20: weights 40 and 80: 6.7 and 13.3
+  epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), nullptr, nullptr, 2);
+  CHECK(epoch.allowance() == 6);  // floor 10: weights 30 and 70: 6 and 14
 }
 
 // Nodes at the given demand per ms, gossiping every 50 ms and each round's
@@ -203,8 +204,8 @@ TEST_CASE("escrow: an idle key admits any cost up to the limit") {
     REQUIRE(limiter.Check(key, spec, 60, &decision).ok());
     CHECK(decision.allowed);  // a third of 100 would be 33
     CHECK(decision.remaining == 40);
-    // In use now: this node's share of 40 weighs its 60 (plus a floor of 10)
-    // against the floors of two members without admissions: 40 x 70 / 90 = 31.
+    // In use now: this node's share of 40 weighs its 60 (plus a floor of 5)
+    // against the floors of two members without admissions: 40 x 65 / 75 = 34.
     REQUIRE(limiter.Check(key, spec, 35, &decision).ok());
     CHECK_FALSE(decision.allowed);
     CHECK(decision.remaining == 40);
@@ -224,33 +225,33 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   peer.algorithm = spec.algorithm;
   peer.window_ms = spec.window_ms;
   peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 49);  // floor 12: the peer weighs 61, this node 12
+  peer.counts.current.MergeSlot(2, 49);  // floor 6: the peer weighs 55, this node 6
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
-  CHECK(decision.remaining == 51);  // the cluster's; the share is 8: 51 * 12 / 73
-  REQUIRE(limiter.Check("k", spec, 9, &decision).ok());
+  CHECK(decision.remaining == 51);  // the cluster's; the share is 5: 51 * 6 / 61
+  REQUIRE(limiter.Check("k", spec, 6, &decision).ok());
   CHECK_FALSE(decision.allowed);
   CHECK(decision.remaining == 51);
-  REQUIRE(limiter.Check("k", spec, 8, &decision).ok());
+  REQUIRE(limiter.Check("k", spec, 5, &decision).ok());
   CHECK(decision.allowed);
-  CHECK(decision.remaining == 43);
+  CHECK(decision.remaining == 46);
   clock.AdvanceMs(30);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
   CHECK_FALSE(decision.allowed);  // the share is spent for this epoch
   CHECK(decision.retry_after_ms == 170);
-  // A new epoch: 43 left in this view, but node 2 was allowed 42 of the last
-  // epoch and none of its spending has been heard of: 1 left, not for us.
+  // A new epoch: 46 left in this view, but node 2 was allowed 46 of the last
+  // epoch and none of its spending has been heard of: nothing left.
   clock.AdvanceMs(170);
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
   CHECK_FALSE(decision.allowed);  // a peek: not even one unit is this node's
-  CHECK(decision.remaining == 43);
+  CHECK(decision.remaining == 46);
   CHECK(decision.retry_after_ms == 200);
   peer.counts.current.MergeSlot(2, 99);  // it did spend all of them
   REQUIRE(limiter.Merge(peer).ok());
   clock.AdvanceMs(200);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
-  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 8 used
+  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 5 used
   CHECK(decision.remaining == 0);
   Limiter::Options alone_options{1, 1'000, &clock};
   alone_options.escrow_epoch_ms = 200;  // cluster_size 1: nothing to share with
