@@ -203,8 +203,9 @@ PeerClassDecoder::PeerClassDecoder(const PeerClassView& view, NodeId sender)
       denied_(view.denied) {
   if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
     status_ = Status::Corruption("peer state of an unknown algorithm");
-  } else if (!denied_.empty() && (IsLog(algorithm_) || algorithm_ == Algorithm::kTokenBucket)) {
-    status_ = Status::Corruption("peer state: denied costs in a class that does not count");
+  } else if (IsLog(algorithm_) || algorithm_ == Algorithm::kTokenBucket) {
+    denied_ = {};  // this version weighs no denials there: a later one may send them
+    denied_index_ = UINT64_MAX;
   } else {
     NextDenied(/*first=*/true);
   }

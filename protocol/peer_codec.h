@@ -19,7 +19,9 @@
 // entry, its index among the class's entries as the difference from the
 // previous listed one's (the first: the index itself; the others at least
 // 1), then the cost denied in the current and in the previous window. Keys
-// far from their limits have none, and cost nothing here.
+// far from their limits have none, and cost nothing here. A log's or a
+// bucket's class may carry the field too (a later version may weigh their
+// denials): this one ignores it there.
 // A delta costs a counting key about its key size plus 8 bytes. A log with
 // more than kStampsPerEntry stamps of one node is sent as several entries of
 // the same key: merging part of a log is a correct merge of that part.

@@ -21,7 +21,8 @@
 //  1c. the token bucket (capacity 100, refilled 100 per 1 s) under the same
 //     demands and modes, as admitted / what one central node admits for the
 //     same paced demand, per window: the mean (all windows' admissions over
-//     the central node's) and the lowest and highest window;
+//     the central node's) and the lowest and highest window; and how evenly
+//     each node's clients fare, as in 1;
 //  3b. gossip bytes per admission and per changed key of the token bucket
 //     beside the sliding counter's, under the same tally-loadgen load;
 //  5. membership, with the default parameters: a node SIGKILLed until every
@@ -267,9 +268,11 @@ void BucketAdmission(const Settings& settings, size_t nodes) {
   }
   std::printf(
       "\n== %zu nodes: token bucket (capacity 100, refilled 100 per 1000 ms, %d windows): "
-      "admitted / one central node's admissions for the same demand\n%-12s %-7s %-8s %10s %10s "
+      "admitted / one central node's admissions for the same demand; per node, its clients' "
+      "share admitted / all clients' share: lowest, highest\n%-12s %-7s %-8s %10s %10s %10s %10s "
       "%10s\n",
-      nodes, settings.windows, "mode", "demand", "spread", "mean", "min", "max");
+      nodes, settings.windows, "mode", "demand", "spread", "mean", "min", "max", "node_min",
+      "node_max");
   for (const Mode& mode : kModes) {
     auto cluster = Start(settings, nodes, mode);
     for (const int factor : {2, 10}) {
@@ -290,16 +293,18 @@ void BucketAdmission(const Settings& settings, size_t nodes) {
           per_window += (per_window.empty() ? "" : ", ") + std::to_string(ratio);
         }
         const double mean = admitted_central > 0 ? admitted / admitted_central : 0;
-        std::printf("%-12s %-7s %-8s %10.3f %10.3f %10.3f\n", mode.name,
+        const auto [node_min, node_max] = NodeFairness(tallies);
+        std::printf("%-12s %-7s %-8s %10.3f %10.3f %10.3f %10.2f %10.2f\n", mode.name,
                     (std::to_string(factor) + "x").c_str(), skewed ? "skewed" : "even", mean,
-                    lowest, highest);
+                    lowest, highest, node_min, node_max);
         Json("{\"scenario\": \"bucket_admission\", \"nodes\": " + std::to_string(nodes) +
              ", \"mode\": \"" + mode.name + "\", \"demand_x_limit\": " + std::to_string(factor) +
              ", \"spread\": \"" + (skewed ? "skewed" : "even") +
              "\", \"admitted_over_central_mean\": " + std::to_string(mean) +
              ", \"admitted_over_central_min\": " + std::to_string(lowest) +
-             ", \"admitted_over_central_max\": " + std::to_string(highest) + ", \"per_window\": [" +
-             per_window + "]}");
+             ", \"admitted_over_central_max\": " + std::to_string(highest) +
+             ", \"node_share_min\": " + std::to_string(node_min) + ", \"node_share_max\": " +
+             std::to_string(node_max) + ", \"per_window\": [" + per_window + "]}");
       }
     }
   }
