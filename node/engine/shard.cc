@@ -290,14 +290,15 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
       cost;
   const uint64_t unsent = UnsentNow(entry);
   const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
-  // The previous window's part that the sliding counter still counts (the
-  // fixed window's demand is weighed alike: it lasts no longer than its window).
-  const double previous_weight =
-      static_cast<double>(spec.window_ms - elapsed_ms) / static_cast<double>(spec.window_ms);
-  const HeardDemand demand =
-      entry && coordination.WeighsDemand()
-          ? DemandOf(*entry, coordination.self(), unheard_before, previous_weight)
-          : HeardDemand();
+  // Demand weighs only on a rationed key, which has denials; the previous
+  // window counts as much as the sliding counter still counts it (the fixed
+  // window's demand is weighed alike: it lasts no longer than its window).
+  HeardDemand demand;
+  if (entry && entry->remote && entry->remote->denied && coordination.WeighsDemand()) {
+    const double previous_weight =
+        static_cast<double>(spec.window_ms - elapsed_ms) / static_cast<double>(spec.window_ms);
+    demand = DemandOf(*entry, coordination.self(), unheard_before, previous_weight);
+  }
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms =
       coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
