@@ -31,8 +31,8 @@
 //    Since every node weighs the same heard figures, the shares add up to
 //    what remains (around a key's first heard denial, for about a delivery
 //    time, some nodes may weigh while others still share equally, and the
-//    shares add up to more), and with views alike all that the nodes admit unheard
-//    together stays within it, so nodes admitting at once (a coordinated
+//    shares add up to more), and with views alike all that the nodes admit
+//    unheard together stays within it, so nodes admitting at once (a coordinated
 //    burst on a fresh key) do not pass the limit together (the demarcation
 //    rule; Barbara and Garcia-Molina 1994), while a node with most of the
 //    demand gets most of what frees up, as a central limiter gives its
@@ -46,9 +46,8 @@
 //    request larger than a share would never pass. While the key is
 //    rationed, it passes no more often than the node's share accrues its
 //    cost (CapToShare), so that nodes whose shares are below one request
-//    take turns by weight.
-//    So near the limit each node may pass the bound by one request (N - 1
-//    units beyond it for unit costs, once views agree). Far from a limit a
+//    take turns by weight. So near the limit each node may pass the bound by
+//    one request (N - 1 units beyond it for unit costs, once views agree). Far from a limit a
 //    share is large and nothing waits. Token buckets weigh no demand: their
 //    shares are 1/N, and a request beyond one passes whenever nothing is
 //    unheard.

@@ -569,7 +569,6 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred);
   const auto begin = [&](const auto& limit_class, auto& entry) {
     entry.key.set_marked(kDeferredMark, false);  // what waited goes now
-    scratch->denied = DeniedCost();
     scratch->key.assign(entry.key.view());
     scratch->algorithm = limit_class.algorithm;
     scratch->window_ms = limit_class.window_ms;
