@@ -31,6 +31,8 @@ bool IsFormatBefore(const std::string& format) {
 }
 const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
 const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
+// "serving" from BeginServing until MarkStopped, then "stopped".
+const std::string kServingKey = std::string(1, kMetaPrefix) + "serving";
 
 // RocksDB's own log goes to spdlog (warnings and errors only), not to a LOG
 // file in the data directory: that file would fail, and with it RocksDB's
@@ -229,6 +231,21 @@ Status Store::LoadNodeId(NodeId wanted, NodeId* node_id) {
   }
   *node_id = id;
   return Status::OK();
+}
+
+Status Store::BeginServing(bool* crashed) {
+  std::string stored;
+  const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kServingKey, &stored);
+  if (!read.ok() && !read.IsNotFound()) return FromRocks(read, "cannot read the serving mark");
+  *crashed = read.ok() && stored == "serving";
+  return FromRocks(db_->Put(rocksdb::WriteOptions(), kServingKey, "serving"),
+                   "cannot record the serving mark");
+}
+
+Status Store::MarkStopped() {
+  rocksdb::WriteOptions write;
+  write.sync = options_.sync;
+  return FromRocks(db_->Put(write, kServingKey, "stopped"), "cannot record the stop");
 }
 
 Store::Run::Run(uint64_t sequence, bool checkpoint)

@@ -95,6 +95,15 @@ class Store {
   // a directory is never silently taken over by another identity.
   Status LoadNodeId(NodeId wanted, NodeId* node_id);
 
+  // Whether the process that last served from this directory stopped
+  // cleanly: *crashed is true when it began serving (BeginServing) and never
+  // said it stopped (MarkStopped), false for a new directory. Then records
+  // that a process serves from it now, until MarkStopped.
+  Status BeginServing(bool* crashed);
+  // Everything the serving process admitted is on disk: the next
+  // BeginServing reports no crash.
+  Status MarkStopped();
+
   // One run being built. Add encodes a snapshot into it; nothing reaches
   // RocksDB before Store::Commit.
   class Run {

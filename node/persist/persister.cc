@@ -60,9 +60,10 @@ Status Persister::Stop() {
         "final checkpoint not written ({}); nothing is lost: what changed is on disk, "
         "and the next start reads the runs since the last checkpoint",
         checkpoint.ToString());
-    return Status::OK();
+  } else {
+    return checkpoint;
   }
-  return checkpoint;
+  return store_->MarkStopped();
 }
 
 void Persister::Every(int64_t interval_ms, const std::function<void()>& work) {

@@ -21,9 +21,10 @@
 // flush in progress) on this node. Stop() loses nothing: it writes what
 // changed since the last write (the smallest write that covers it all),
 // using the room the store keeps for it (Store::BeginLastWrites), then a
-// checkpoint, so that the next start reads a single run. Only when a write
-// failed after collecting its changes (Stats::unsaved) must the checkpoint
-// itself succeed.
+// checkpoint, so that the next start reads a single run, and marks the
+// directory stopped (Store::MarkStopped: the next start knows it lost
+// nothing). Only when a write failed after collecting its changes
+// (Stats::unsaved) must the checkpoint itself succeed.
 //
 // Thread safety: Start and Stop from one thread; Flush, Checkpoint and
 // stats() from any.

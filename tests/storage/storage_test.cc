@@ -246,6 +246,26 @@ TEST_CASE("storage: LoadNodeId records one identity per directory") {
   CHECK(chosen == 42);
 }
 
+// A directory reports a crash only when it began serving and never marked
+// a stop: a new one does not, nor one stopped cleanly.
+TEST_CASE("storage: BeginServing reports a crash unless MarkStopped came after it") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  bool crashed = true;
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->BeginServing(&crashed).ok());
+  CHECK_FALSE(crashed);  // new
+  {
+    std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+    REQUIRE(store->BeginServing(&crashed).ok());
+    CHECK(crashed);  // the last one never stopped
+    REQUIRE(store->MarkStopped().ok());
+  }
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->BeginServing(&crashed).ok());
+  CHECK_FALSE(crashed);
+  REQUIRE(OpenStore(dir.Path("data"), &clock)->BeginServing(&crashed).ok());
+  CHECK(crashed);
+}
+
 // Written snapshots load back exactly after a reopen; expired ones are skipped and counted.
 TEST_CASE("storage: Load returns what Write wrote and skips expired records") {
   ManualClock clock(kStartMs);
