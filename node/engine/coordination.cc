@@ -30,6 +30,21 @@ int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after
   return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
 }
 
+uint64_t Coordination::LimitAfterLosses(const LimitSpec& spec, uint64_t cost,
+                                        int64_t counted_since_ms) const {
+  // Nothing is kept back without a gossip delay, and escrow has none.
+  if (settings_.deferral_losses == nullptr || settings_.gossip_max_delay_ms == 0 ||
+      settings_.escrow_epoch_ms > 0) {
+    return spec.limit;
+  }
+  const uint64_t share = HeadroomShare(spec.limit, members());
+  if (share == 0) return spec.limit;  // too small a limit to keep anything back
+  const size_t losses = settings_.deferral_losses->CountSince(counted_since_ms);
+  if (losses == 0) return spec.limit;
+  const uint64_t lost = std::min(spec.limit, share * losses);
+  return std::max(spec.limit - lost, std::min(cost, spec.limit));
+}
+
 void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const {
   if (!CountsUnsent() || check.cost == 0 || !decision->allowed) return;  // a peek takes nothing
   // Shared with the members this node's admissions reach: while cut off from

@@ -54,7 +54,9 @@
 //  - Gossip delay (node/engine/headroom.h): an admission within a much
 //    smaller share of what remains may wait before it is gossiped; one beyond
 //    goes at the next round. With escrow every admission goes at once: escrow
-//    needs views less than an epoch old.
+//    needs views less than an epoch old. What a member may have kept back
+//    and lost (DeferralLosses) counts as spent: a check decides by the limit
+//    less a headroom share of it per loss (LimitAfterLosses).
 //
 // A cap makes an admission wait (allowed false, retry_after_ms until the cap
 // lifts); it never changes `remaining`, which stays what this node's view
@@ -73,6 +75,7 @@
 
 #include "node/common/limit.h"
 #include "node/common/node_id.h"
+#include "node/engine/headroom.h"
 #include "node/engine/key_state.h"
 
 namespace tally {
@@ -93,10 +96,21 @@ class Coordination {
     // Asks for an early gossip round (Limiter::SetRoundWanted); not owned,
     // may be null or empty.
     const std::function<void()>* round_wanted = nullptr;
+    // Losses of what members kept back (Limiter::NoteDeferralLoss); not
+    // owned, may be null (none).
+    const DeferralLosses* deferral_losses = nullptr;
   };
 
   Coordination() = default;
   explicit Coordination(const Settings& settings) : settings_(settings) {}
+
+  // The limit a check of `cost` decides by: the spec's, less a headroom
+  // share of it (what a member may keep back, node/engine/headroom.h) for
+  // each loss of what members kept back seen since counted_since_ms (the
+  // start of the oldest window the check counts: a loss seen later may hold
+  // admissions that count in it). Never below cost, up to the spec's limit:
+  // a request that a central limiter admits on an idle key still passes.
+  uint64_t LimitAfterLosses(const LimitSpec& spec, uint64_t cost, int64_t counted_since_ms) const;
 
   // A counting key (fixed window, sliding counter) as its check sees it:
   // the window and how far into it, the cluster-wide counts in this node's

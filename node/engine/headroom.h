@@ -16,9 +16,11 @@
 // (most keys, most of the time) a key costs one delta per node per
 // DeferralMs instead of one per gossip round in which it was admitted to.
 //
-// Thread safety: pure functions.
+// Thread safety: pure functions; DeferralLosses says its own.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,12 +30,16 @@ namespace tally {
 
 inline constexpr uint64_t kHeadroomDivisor = 32;
 
+// The most a node may keep back of `remaining` (what its view leaves of the
+// limit, after the admission) among `members` nodes.
+inline uint64_t HeadroomShare(uint64_t remaining, size_t members) {
+  return remaining / ((members == 0 ? 1 : members) * kHeadroomDivisor);
+}
+
 // True when `unsent` (an upper bound of what this node admitted on the key
-// and has not sent) is more than it may keep back of `remaining` (what its
-// view leaves of the limit, after the admission) among `members` nodes.
+// and has not sent) is more than it may keep back of `remaining`.
 inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t members) {
-  // unsent * members * kHeadroomDivisor > remaining, without overflow.
-  return unsent > remaining / ((members == 0 ? 1 : members) * kHeadroomDivisor);
+  return unsent > HeadroomShare(remaining, members);
 }
 
 // The longest an admission within the node's share may wait before it is
@@ -43,5 +49,56 @@ inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t member
 // reach the peers before). 0 for the sliding log (sent every round) and when
 // max_delay_ms is 0.
 int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms);
+
+// What members may have kept back and lost: a peer whose link went down
+// without its leaving (it may have crashed, its kept-back admissions unheard
+// by anyone; restarted, it recovers only what it had written to disk), or
+// this node restarted after a crash. Each such loss is noted at the time it
+// was seen; until the windows that began before it no longer count, every
+// check counts a headroom share of the whole limit per loss as spent
+// (Coordination::LimitAfterLosses), so that what was lost never lets the
+// cluster pass the limit. A loss that turns out not to be one (the peer was
+// cut off, not crashed, and speaks again) is forgotten. The last kSlots
+// losses are kept: more at once count as kSlots.
+//
+// Thread safety: Note and Forget from one thread at a time (the gossip
+// thread; at start, before it runs); CountSince from any (relaxed atomics:
+// a check that reads a loss noted a moment ago as not yet noted is a check
+// made a moment earlier).
+class DeferralLosses {
+ public:
+  static constexpr size_t kSlots = 4;
+
+  DeferralLosses() {
+    for (std::atomic<int64_t>& at_ms : at_ms_) at_ms.store(kNone, std::memory_order_relaxed);
+  }
+  // A loss seen at at_ms (wall clock). Returns its ticket, for Forget.
+  uint64_t Note(int64_t at_ms) {
+    const uint64_t ticket = ++last_ticket_;
+    tickets_[ticket % kSlots] = ticket;
+    at_ms_[ticket % kSlots].store(at_ms, std::memory_order_relaxed);
+    return ticket;
+  }
+  // The loss was none; nothing if its slot has been reused since.
+  void Forget(uint64_t ticket) {
+    if (tickets_[ticket % kSlots] == ticket) {
+      at_ms_[ticket % kSlots].store(kNone, std::memory_order_relaxed);
+    }
+  }
+  // How many of the losses noted (and not forgotten) were seen at or after since_ms.
+  size_t CountSince(int64_t since_ms) const {
+    size_t count = 0;
+    for (const std::atomic<int64_t>& at_ms : at_ms_) {
+      count += at_ms.load(std::memory_order_relaxed) >= since_ms ? 1 : 0;
+    }
+    return count;
+  }
+
+ private:
+  static constexpr int64_t kNone = INT64_MIN;
+  std::array<std::atomic<int64_t>, kSlots> at_ms_;
+  std::array<uint64_t, kSlots> tickets_{};  // the writer's
+  uint64_t last_ticket_ = 0;                // the writer's
+};
 
 }  // namespace tally

@@ -91,6 +91,7 @@ Limiter::Limiter(const Options& options)
     coordination.cluster_size = &cluster_size_;
     coordination.unreachable_peers = &unreachable_peers_;
     coordination.round_wanted = &round_wanted_;
+    coordination.deferral_losses = &deferral_losses_;
     shards_[i].coordination = Coordination(coordination);
   }
 }

@@ -199,6 +199,26 @@ class Limiter {
     cluster_size_.store(cluster_size, std::memory_order_relaxed);
     unreachable_peers_.store(unreachable_peers, std::memory_order_relaxed);
   }
+  // The members alone (as the membership has them), before the links follow.
+  void SetClusterSize(size_t cluster_size) {
+    cluster_size_.store(cluster_size, std::memory_order_relaxed);
+  }
+
+  // A member may have lost what it kept back (node/engine/headroom.h,
+  // DeferralLosses): a peer's link went down without its leaving, or this
+  // node restarted after a crash. From now on, until the windows that began
+  // before now no longer count, every check counts a headroom share of the
+  // limit as spent for it. Nothing on a node that does not replicate, or
+  // with nothing kept back (gossip_max_delay_ms 0, escrow). Returns a
+  // ticket for ForgetDeferralLoss (0: none). Called from one thread at a
+  // time (DeferralLosses).
+  uint64_t NoteDeferralLoss() {
+    return options_.replicate ? deferral_losses_.Note(options_.clock->WallMs()) : 0;
+  }
+  // The loss was none (the peer speaks again in the same incarnation).
+  void ForgetDeferralLoss(uint64_t ticket) {
+    if (ticket != 0) deferral_losses_.Forget(ticket);
+  }
 
   size_t key_count() const { return budget_.count(); }
   NodeId node_id() const { return options_.node_id; }
@@ -226,6 +246,7 @@ class Limiter {
   std::atomic<size_t> cluster_size_;
   std::atomic<size_t> unreachable_peers_{0};
   std::function<void()> round_wanted_;  // set before any check, read only after
+  DeferralLosses deferral_losses_;      // its own thread safety
   std::atomic<uint64_t> erasures_{0};
   std::unique_ptr<Shard[]> shards_;
 };

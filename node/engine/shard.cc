@@ -274,10 +274,16 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     current = CurrentTotal(*entry);
     previous = PreviousTotal(*entry);
   }
+  // The windows the decision counts began at counted_since_ms; what members
+  // may have kept back and lost since counts as spent in them.
+  const int64_t counted_windows = spec.algorithm == Algorithm::kFixedWindow ? 1 : 2;
+  LimitSpec decided_spec = spec;
+  decided_spec.limit = coordination.LimitAfterLosses(
+      spec, cost, (window_index - counted_windows + 1) * static_cast<int64_t>(spec.window_ms));
   const auto decide = [&](uint64_t current_count, uint64_t cost_now) {
     return spec.algorithm == Algorithm::kFixedWindow
-               ? DecideFixedWindow(spec, current_count, elapsed_ms, cost_now)
-               : DecideSlidingCounter(spec, current_count, previous, elapsed_ms, cost_now);
+               ? DecideFixedWindow(decided_spec, current_count, elapsed_ms, cost_now)
+               : DecideSlidingCounter(decided_spec, current_count, previous, elapsed_ms, cost_now);
   };
   Decision result = decide(current, cost);
   const bool view_had_room = result.allowed;
@@ -301,7 +307,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
   }
   std::unique_ptr<RemoteCounts> fresh;  // escrow state for a key this node does not hold yet
   const int64_t gossip_delay_ms =
-      coordination.Counter({spec, cost, now_ms, window_index, elapsed_ms, current, previous,
+      coordination.Counter({decided_spec, cost, now_ms, window_index, elapsed_ms, current, previous,
                             unsent_after, unheard_before, demand},
                            entry, &fresh, &result);
   // A denial is demand too (which ones count: Coordination::CountsDenial).
@@ -324,6 +330,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     }
     MarkAdmitted(counters, spec, entry, gossip_delay_ms, now_ms);
   }
+  result.limit = spec.limit;  // the limit the client was given, losses or not
   *decision = result;
   return Status::OK();
 }
@@ -358,15 +365,22 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   const uint64_t heard = entry ? HeardDebt(*entry, spec.limit, now_ms) : 0;
   // A lone node's heard debt is exact: its slices' debt, never smaller, is not computed.
   const bool heard_least = !entry || HeardIsLeast(*entry, heard);
-  Decision result = DecideTokenBucket(spec, heard_least ? nullptr : &state, heard, now_ms, cost);
+  // A draw is refilled within a window: what members may have kept back and
+  // lost since one window ago counts as spent.
+  LimitSpec decided_spec = spec;
+  decided_spec.limit =
+      coordination.LimitAfterLosses(spec, cost, now_ms - static_cast<int64_t>(spec.window_ms));
+  Decision result =
+      DecideTokenBucket(decided_spec, heard_least ? nullptr : &state, heard, now_ms, cost);
   // What this node would have kept to itself: its live slices, sent or not.
   const NodeId self = coordination.self();
   const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
   const uint64_t unsent = UnsentNow(entry);
   const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
   std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
-  const int64_t gossip_delay_ms = coordination.Bucket(
-      {spec, cost, now_ms, slice, state, unsent_after, unheard_before}, entry, &fresh, &result);
+  const int64_t gossip_delay_ms =
+      coordination.Bucket({decided_spec, cost, now_ms, slice, state, unsent_after, unheard_before},
+                          entry, &fresh, &result);
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
@@ -380,6 +394,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
     if (coordination.CountsUnsent()) entry->own_unsent = Unsent32(unsent + cost);
     MarkAdmitted(buckets, spec, entry, gossip_delay_ms, now_ms);
   }
+  result.limit = spec.limit;  // the limit the client was given, losses or not
   *decision = result;
   return Status::OK();
 }

@@ -225,5 +225,96 @@ TEST_CASE("headroom: a small limit spread thin over many nodes is not passed") {
   }
 }
 
+// After a loss of what a member kept back, every window that began before it
+// counts a headroom share of the limit (960 / 96 = 10 on 3 nodes) as spent
+// per loss, until it no longer counts; the limit given to clients stays.
+TEST_CASE("headroom: a loss counts a share of the limit as spent in the windows it may hold") {
+  ManualClock clock(kStartMs - 40'000);  // a minute's start
+  EngineNode node = Node(&clock, 1, 10'000, 3);
+  const LimitSpec fixed{Algorithm::kFixedWindow, 960, 60'000};
+  const LimitSpec sliding{Algorithm::kSlidingWindowCounter, 960, 60'000};
+  const LimitSpec bucket{Algorithm::kTokenBucket, 960, 60'000};
+  clock.AdvanceMs(1'000);
+  for (const LimitSpec& spec : {fixed, sliding, bucket})
+    CHECK(node.Check("k", spec, 0).remaining == 960);
+  node.limiter->NoteDeferralLoss();
+  for (const LimitSpec& spec : {fixed, sliding, bucket}) {
+    const Decision peek = node.Check("k", spec, 0);
+    CHECK(peek.remaining == 950);
+    CHECK(peek.limit == 960);
+  }
+  node.limiter->NoteDeferralLoss();  // a second loss: another share
+  CHECK(node.Check("k", fixed, 0).remaining == 940);
+  clock.AdvanceMs(59'000);  // the next minute: the losses are a window back
+  CHECK(node.Check("k", fixed, 0).remaining == 960);
+  CHECK(node.Check("k", sliding, 0).remaining == 940);  // the previous window still counts
+  CHECK(node.Check("k", bucket, 0).remaining == 940);   // not yet a window since the losses
+  clock.AdvanceMs(1'001);
+  CHECK(node.Check("k", bucket, 0).remaining == 960);  // a window has refilled what they drew
+  clock.AdvanceMs(58'999);
+  CHECK(node.Check("k", sliding, 0).remaining == 960);
+}
+
+// What is counted as spent never keeps out a request that a central limiter
+// admits on an idle key: one of the whole limit still passes.
+TEST_CASE("headroom: after a loss a request of the whole limit still passes on an idle key") {
+  ManualClock clock(kStartMs);
+  EngineNode node = Node(&clock, 1, 10'000, 3);
+  node.limiter->NoteDeferralLoss();
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 960, 60'000};
+  CHECK(node.Check("k", spec, 955).allowed);
+  CHECK(node.Check("k", spec, 5).allowed == false);
+  CHECK(node.Admit("whole", spec, 960));
+}
+
+// Nothing is kept back with a delay of 0, on a limit below 32 N, or on a node
+// that does not replicate: a loss changes nothing there.
+TEST_CASE("headroom: a loss counts nothing where nothing can be kept back") {
+  ManualClock clock(kStartMs);
+  EngineNode prompt = Node(&clock, 1, 0, 3);
+  prompt.limiter->NoteDeferralLoss();
+  CHECK(prompt.Check("k", {Algorithm::kFixedWindow, 960, 60'000}, 0).remaining == 960);
+  EngineNode deferring = Node(&clock, 2, 10'000, 3);
+  deferring.limiter->NoteDeferralLoss();
+  CHECK(deferring.Check("k", {Algorithm::kFixedWindow, 95, 60'000}, 0).remaining == 95);
+  Limiter::Options options{3, 1'000, &clock};
+  options.gossip_max_delay_ms = 10'000;
+  Limiter lone(options);
+  lone.NoteDeferralLoss();
+  Decision decision;
+  REQUIRE(lone.Check("k", {Algorithm::kFixedWindow, 960, 60'000}, 0, &decision).ok());
+  CHECK(decision.remaining == 960);
+}
+
+// A node crashes with admissions it kept back (nobody heard of them); its
+// peers note the loss when its link goes down, and together with what was
+// lost the cluster admits no more than the limit. Without the note it would
+// admit the lost ones beyond it.
+TEST_CASE("headroom: a crash with kept-back admissions never lets the cluster pass the limit") {
+  for (const bool noted : {true, false}) {
+    CAPTURE(noted);
+    ManualClock clock(kStartMs);
+    Limiter::Options options{0, 1'000, &clock};
+    options.gossip_max_delay_ms = 10'000;
+    std::vector<EngineNode> nodes = testing::MakeNodes(&clock, 3, options);
+    const LimitSpec spec{Algorithm::kSlidingWindowCounter, 960, 3'600'000};
+    uint64_t lost = 0;
+    while (nodes[0].Admit("k", spec) && nodes[0].Collect().empty()) ++lost;
+    REQUIRE(lost == 9);  // the 10th: 10 x 96 > 950 remaining, sent at once
+    // Node 1 crashes before its round: the 10th never leaves it either.
+    ++lost;
+    nodes.erase(nodes.begin());
+    if (noted) {
+      for (EngineNode& node : nodes) node.limiter->NoteDeferralLoss();
+    }
+    uint64_t admitted = 0;
+    for (int i = 0; i < 2'000; ++i, clock.AdvanceMs(1)) {
+      admitted += nodes[i % 2].Admit("k", spec) ? 1 : 0;
+      testing::RunRound(nodes);
+    }
+    CHECK(admitted == (noted ? spec.limit - lost : spec.limit));
+  }
+}
+
 }  // namespace
 }  // namespace tally
