@@ -401,11 +401,27 @@ int main(int argc, char** argv) {
           loaded.last_run);
     }
   }
+  // What this node kept back from its peers (gossip delay) and had not
+  // written is lost by a crash: until the windows it counted in pass, it
+  // counts as spent (Limiter::NoteDeferralLoss). Without a data directory a
+  // node cannot tell whether it crashed, so it assumes so.
+  bool crashed = !store;
   if (store) {
+    if (tally::Status status = store->BeginServing(&crashed); !status.ok()) {
+      spdlog::error("not starting: {}", status.ToString());
+      return 1;
+    }
+    if (crashed && clustered) {
+      spdlog::warn(
+          "the last run on {} did not stop cleanly: what it admitted and had neither written "
+          "nor sent is lost, and counts as spent until the windows it counted in pass",
+          data_dir);
+    }
     persister_options.clock = clock;
     persister.emplace(persister_options, &limiter, store.get());
     persister->Start();
   }
+  if (crashed) limiter.NoteDeferralLoss();
 
   // A restarted node first takes back from its peers what they hold of its
   // own slots (increments gossiped but not flushed before a crash): serving

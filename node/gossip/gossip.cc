@@ -17,6 +17,7 @@
 #include "node/common/clock.h"
 #include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
+#include "node/gossip/member_losses.h"
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 
@@ -38,7 +39,8 @@ struct Gossip::Impl {
             &acceptor, &shared.log, "the gossip port",
             [this] { return asio::any_io_executor(io.get_executor()); },
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
-        round_timer(io) {}
+        round_timer(io),
+        member_losses(limiter) {}
 
   // A new connection to the gossip port becomes a session, unless
   // max_connections are open or its address has max_unauthenticated_per_address
@@ -173,12 +175,14 @@ struct Gossip::Impl {
   // advertises another address. Then tells the Limiter the cluster's size.
   void FollowMembership(int64_t now_ms) {
     std::map<NodeId, std::string> members;  // the others that have not left: their addresses
+    std::vector<protocol::MemberRecord> records;
     std::vector<protocol::MemberStatus> changes;
     std::vector<protocol::MemberStatus> clock_changes;
     size_t cluster_size = 1;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
-      for (const protocol::MemberRecord& record : shared.membership->Records()) {
+      records = shared.membership->Records();
+      for (const protocol::MemberRecord& record : records) {
         if (record.node_id == self_id() || record.left || record.address.empty()) continue;
         members[record.node_id] = record.address;
       }
@@ -222,7 +226,13 @@ struct Gossip::Impl {
     for (const auto& [node_id, address] : members) {
       const auto link = links.find(address);
       unreachable += link == links.end() || !link->second->up() ? 1 : 0;
+      if (link != links.end() && link->second->TakeWentDown()) {
+        for (const protocol::MemberRecord& record : records) {
+          if (record.node_id == node_id) member_losses.LinkWentDown(record);
+        }
+      }
     }
+    member_losses.Follow(records, self_id());
     shared.limiter->SetClusterView(cluster_size, unreachable);
     bool seeds_are_self = true;
     for (const std::string& seed : shared.options.seeds) {
@@ -319,6 +329,7 @@ struct Gossip::Impl {
   int64_t leave_deadline_ms = 0;
   bool stopping = false;
   bool alone = false;  // no link up at the last round (logged once)
+  MemberLosses member_losses;
   std::thread thread;
 };
 
@@ -413,6 +424,8 @@ Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms,
         }
         return recovery.joined && recovery.peers_synced == recovery.peers_alive;
       });
+      // The Limiter serves next: it knows the members now, not a round later.
+      shared.limiter->SetClusterSize(shared.membership->cluster_size());
     }
     if (done || std::chrono::steady_clock::now() >= deadline) return recovery;
     progress(recovery);

@@ -170,6 +170,7 @@ void PeerLink::Reset(const std::string& why) {
   sync_shard_ = -1;
   asio::error_code ignored;
   socket_.close(ignored);
+  went_down_ = went_down_ || (was_up && !stopping_);
   if (!stopping_ && !reported_down_) {
     spdlog::warn("gossip link to {} down: {}; this node decides from what it knows", address_, why);
     reported_down_ = true;

@@ -17,6 +17,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <asio.hpp>
@@ -123,6 +124,9 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // Every round: deadlines, heartbeat, periodic full sync, status.
   void Tick(int64_t now_ms);
   bool up() const { return up_; }
+  // Whether the link went down from up (not by Stop) since the last call:
+  // the peer may have crashed with admissions it kept back.
+  bool TakeWentDown() { return std::exchange(went_down_, false); }
   // Nothing queued or being written.
   bool idle() const { return !writing_ && queue_.empty(); }
   // The peer's id from its hello (0: never connected).
@@ -154,6 +158,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool up_ = false;
   bool ever_up_ = false;
   bool reported_down_ = false;
+  bool went_down_ = false;  // TakeWentDown
   NodeId peer_id_ = 0;
   std::optional<protocol::PeerAuth> auth_;  // this connection's key
   uint64_t next_seq_ = 1;
