@@ -1,7 +1,7 @@
 // The check front and the admin front in-process: requests in, exact
 // statuses, headers and JSON out, decided by a real engine and real policies
 // on a ManualClock. No sockets.
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -21,22 +21,11 @@
 namespace tally {
 namespace {
 
-constexpr char kPolicy[] = R"(domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: hour, requests_per_unit: 2, name: per_ip}
-  - key: blocked
-    rate_limit: {unit: hour, requests_per_unit: 0}
-  - key: trial
-    shadow_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
-)";
-
 // A node's engine and policies behind a check front, on a ManualClock 800 s
 // into an hour (so an hour's window resets in 2800 s).
 struct Node {
   Node() : limiter(LimiterOptions(&clock)) {
-    std::ofstream(dir.Path("edge.yaml")) << kPolicy;
+    std::filesystem::copy_file(EDGE_POLICY_PATH, dir.Path("edge.yaml"));  // tests/http/
     REQUIRE(PolicyStore::Open({.dir = dir.Path("")}, &policies).ok());
     front = std::make_unique<CheckFront>(HttpLimits(), &limiter, policies.get(), 1);
   }

@@ -3,6 +3,7 @@ a policy directory, curl as the client (a client tally did not write), and a
 runner that prints 'N passed, M failed'."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -10,17 +11,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 import cases as cases_lib  # noqa: E402
 
-POLICY = """
-domain: edge
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: hour, requests_per_unit: 2, name: per_ip}
-  - key: blocked
-    rate_limit: {unit: hour, requests_per_unit: 0}
-  - key: trial
-    shadow_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
-"""
+POLICY_PATH = os.path.join(os.path.dirname(__file__), "edge_policy.yaml")
 
 
 def wait_for_file(path, process, log_path, timeout=10):
@@ -33,7 +24,7 @@ def wait_for_file(path, process, log_path, timeout=10):
 
 
 class Node(cases_lib.Process):
-    """One tallyd with the policy above, an HTTP front and an admin port.
+    """One tallyd with the policy of edge_policy.yaml, an HTTP front and an admin port.
     `wait_for` names the port files to wait for (the client port's is written
     only once the node is ready)."""
 
@@ -41,8 +32,7 @@ class Node(cases_lib.Process):
         self.root = root
         policy_dir = os.path.join(root, "policies")
         os.makedirs(policy_dir, exist_ok=True)
-        with open(os.path.join(policy_dir, "edge.yaml"), "w") as f:
-            f.write(POLICY)
+        shutil.copyfile(POLICY_PATH, os.path.join(policy_dir, "edge.yaml"))
         self.log_path = os.path.join(root, "tallyd.log")
         self.log = open(self.log_path, "w")
         files = {name: os.path.join(root, name + ".port") for name in ("port", "http", "admin")}
