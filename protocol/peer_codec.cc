@@ -203,7 +203,7 @@ PeerClassDecoder::PeerClassDecoder(const PeerClassView& view, NodeId sender)
       denied_(view.denied) {
   if (static_cast<uint8_t>(view.algorithm) >= kAlgorithmCount) {
     status_ = Status::Corruption("peer state of an unknown algorithm");
-  } else if (IsLog(algorithm_) || algorithm_ == Algorithm::kTokenBucket) {
+  } else if (IsLog(algorithm_)) {
     denied_ = {};  // this version weighs no denials there: a later one may send them
     denied_index_ = UINT64_MAX;
   } else {
@@ -354,7 +354,13 @@ void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>
   open.last_window_index = snapshot.counts.window_index;
   PutCounter(snapshot.counts.current, sender_, &open.keys);
   PutCounter(snapshot.counts.previous, sender_, &open.keys);
-  const DeniedCost& denied = snapshot.denied;
+  ListDenied(open, snapshot.denied);
+  ++entries_;
+  pending_bytes_ += open.keys.size() - before;
+  MaybeFinish(frames);
+}
+
+void PeerStateEncoder::ListDenied(OpenClass& open, const DeniedCost& denied) {
   if (denied.node == sender_ && (denied.current > 0 || denied.previous > 0)) {
     const size_t denied_before = open.denied.size();
     PutVarint(open.denied.empty() ? open.entries : open.entries - open.last_denied_entry,
@@ -365,9 +371,6 @@ void PeerStateEncoder::Add(const KeySnapshot& snapshot, std::vector<std::string>
     pending_bytes_ += open.denied.size() - denied_before;
   }
   ++open.entries;
-  ++entries_;
-  pending_bytes_ += open.keys.size() - before;
-  MaybeFinish(frames);
 }
 
 void PeerStateEncoder::AddBucketEntry(OpenClass& open, const KeySnapshot& snapshot) {
@@ -384,6 +387,7 @@ void PeerStateEncoder::AddBucketEntry(OpenClass& open, const KeySnapshot& snapsh
     PutVarint(node.counts.size(), &open.keys);
     for (uint32_t count : node.counts) PutVarint(count, &open.keys);
   }
+  ListDenied(open, snapshot.denied);
   ++entries_;
   pending_bytes_ += open.keys.size() - before;
 }

@@ -14,14 +14,15 @@
 //     zigzag difference from the previous key's, base debt, node count, then
 //     per node: node, slice count (at most kBucketMaxSlices), the counts
 //     (node/common/bucket_slices.h)
-// PeerClass.denied (deltas of counting classes only) lists the sender's
-// denied cost (KeySnapshot::denied) on the entries that have any: per such
-// entry, its index among the class's entries as the difference from the
-// previous listed one's (the first: the index itself; the others at least
-// 1), then the cost denied in the current and in the previous window. Keys
-// far from their limits have none, and cost nothing here. A log's or a
-// bucket's class may carry the field too (a later version may weigh their
-// denials): this one ignores it there.
+// PeerClass.denied (deltas of counting and token bucket classes) lists the
+// sender's denied cost (KeySnapshot::denied) on the entries that have any:
+// per such entry, its index among the class's entries as the difference from
+// the previous listed one's (the first: the index itself; the others at
+// least 1), then the cost denied in the current and in the previous window
+// (a bucket's: period of its slices, a quarter window). Keys far from their
+// limits have none, and cost nothing here. A log's class may carry the field
+// too (a later version may weigh its denials): this one ignores it there,
+// as builds before the bucket's did for a bucket's.
 // A delta costs a counting key about its key size plus 8 bytes. A log with
 // more than kStampsPerEntry stamps of one node is sent as several entries of
 // the same key: merging part of a log is a correct merge of that part.
@@ -167,6 +168,9 @@ class PeerStateEncoder {
     uint64_t last_denied_entry = 0;  // the last one listed in `denied`
   };
   OpenClass& ClassFor(const KeySnapshot& snapshot);
+  // Lists the entry being added in open.denied, if its sender denied any
+  // cost (a delta's), and counts it among the class's entries.
+  void ListDenied(OpenClass& open, const DeniedCost& denied);
   void AddBucketEntry(OpenClass& open, const KeySnapshot& snapshot);
   void AddLogEntry(OpenClass& open, std::string_view key, NodeId node,
                    std::span<const LogStamp> stamps);

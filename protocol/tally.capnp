@@ -290,8 +290,8 @@ struct PeerClass {
   algorithm @0 :UInt8;
   windowMs @1 :UInt64;
   keys @2 :Data;
-  # Counting classes of a delta: the sender's denied cost on the entries of
-  # `keys` that have any (protocol/peer_codec.h). Builds that do not know
-  # this field ignore it.
+  # Counting and token bucket classes of a delta: the sender's denied cost
+  # on the entries of `keys` that have any (protocol/peer_codec.h). Builds
+  # that do not know this field (or do not weigh a class's) ignore it.
   denied @3 :Data;
 }

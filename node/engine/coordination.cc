@@ -69,19 +69,20 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
   WantRound();
   if (unheard_after <= share) return;
   // Beyond the share: with nothing unheard, the request passes; rationed, no
-  // more often than this node's share of what remained before it accrues
-  // its cost, a share per half share_wait_ms (about how often a node that
-  // keeps asking renews its share: an early round and delivery, or a round),
-  // so that nodes whose shares are below a request take turns by their
-  // weight, as the others do by their shares. The first time on a key: at once.
+  // more often than this node's weight's part of the rate at which the limit
+  // frees up (limit per window) accrues its cost, so that nodes whose shares
+  // are below a request take turns by their weight, as a central limiter
+  // gives each node's clients their part of what frees up. At most two
+  // windows apart (what demand remembers). The first time on a key: at once.
   const auto wait_ms = static_cast<uint64_t>(settings_.share_wait_ms);
   const auto now32 = static_cast<uint32_t>(check.now_ms) | 1;  // 0: never
   uint64_t turn_in_ms = 0;
-  if (rationed && check.exempt_at_ms != nullptr && *check.exempt_at_ms != 0) {
-    const double share_before =
-        static_cast<double>(decision->remaining + check.cost) * own_part / all_parts;
-    const auto accrual_ms = static_cast<uint64_t>(std::ceil(
-        static_cast<double>(check.cost) * static_cast<double>(wait_ms) / 2 / share_before));
+  if (rationed && check.exempt_at_ms != nullptr && *check.exempt_at_ms != 0 && check.limit > 0) {
+    const double accrual =
+        std::ceil(static_cast<double>(check.cost) * static_cast<double>(check.window_ms) *
+                  all_parts / (static_cast<double>(check.limit) * own_part));
+    const uint64_t accrual_ms = static_cast<uint64_t>(
+        std::min(accrual, static_cast<double>(std::min<uint64_t>(2 * check.window_ms, INT32_MAX))));
     const uint32_t since_ms = now32 - *check.exempt_at_ms;
     turn_in_ms = since_ms >= accrual_ms ? 0 : accrual_ms - since_ms;
   }
@@ -144,8 +145,8 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
-  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
-              entry && entry->remote ? &entry->remote->exempt_at_ms : nullptr},
+  CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
+              check.now_ms, entry && entry->remote ? &entry->remote->exempt_at_ms : nullptr},
              decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
@@ -199,7 +200,9 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
-  CapToShare({check.cost, check.unheard_before, HeardDemand(), check.now_ms, nullptr}, decision);
+  CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
+              check.now_ms, entry ? &entry->exempt_at_ms : nullptr},
+             decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 

@@ -44,13 +44,14 @@
 //    nothing else came). A request when nothing of this node's is unheard
 //    passes whatever its share, as far as the view allows: otherwise a
 //    request larger than a share would never pass. While the key is
-//    rationed, it passes no more often than the node's share accrues its
-//    cost (CapToShare), so that nodes whose shares are below one request
-//    take turns by weight. So near the limit each node may pass the bound by
-//    one request (N - 1 units beyond it for unit costs, once views agree). Far from a limit a
-//    share is large and nothing waits. Token buckets weigh no demand: their
-//    shares are 1/N, and a request beyond one passes whenever nothing is
-//    unheard.
+//    rationed, it passes no more often than the node's weight's part of the
+//    rate at which the limit frees up (limit per window) accrues its cost
+//    (CapToShare), so that nodes whose shares are below one request take
+//    turns by weight, as a central limiter serves their clients. So near the limit each node may
+//    pass the bound by one request (N - 1 units beyond it for unit costs, once views agree). Far
+//    from a limit a share is large and nothing waits. Token buckets weigh demand alike, per period
+//    of their slices (a quarter window) instead of per window: each node's cost in the live slices
+//    and its denials.
 //  - Gossip delay (node/engine/headroom.h): an admission within a much
 //    smaller share of what remains may wait before it is gossiped; one beyond
 //    goes at the next round. With escrow every admission goes at once: escrow
@@ -148,6 +149,7 @@ class Coordination {
     const BucketSlices& state;
     uint64_t unsent_after;
     uint64_t unheard_before;
+    HeardDemand demand;
   };
   int64_t Bucket(const BucketCheck& check, BucketEntry* entry, std::unique_ptr<EscrowEpoch>* fresh,
                  Decision* decision) const;
@@ -160,14 +162,15 @@ class Coordination {
   // Whether shares of what remains weigh demand (HeardDemand) here: held,
   // and with peers.
   bool WeighsDemand() const { return CountsUnsent() && members() > 1; }
-  // Whether the caller should count a denial on a counting key (CountDenied)
-  // and send it, given whether the view had room: the shares weigh what the
-  // view had no room for; escrow weighs every denial but one that can never
-  // pass (its epochs ration near a limit anyway, and a node denied by its
-  // allowance should get more of the next).
-  bool CountsDenial(const Decision& decision, bool view_had_room) const {
+  // Whether the caller should count a denial (CountDenied) and send it,
+  // given whether the view had room: the shares weigh what the view had no
+  // room for; escrow weighs every denial on a counting key but one that can
+  // never pass (its epochs ration near a limit anyway, and a node denied by
+  // its allowance should get more of the next).
+  bool CountsDenial(const Decision& decision, bool view_had_room, Algorithm algorithm) const {
     if (decision.allowed || decision.never_allowed) return false;
-    return escrowed() || (WeighsDemand() && !view_had_room);
+    const bool escrow_weighs = escrowed() && algorithm != Algorithm::kTokenBucket;
+    return escrow_weighs || (WeighsDemand() && !view_had_room);
   }
 
   // How long what this node sent may be on its way to the peers.
@@ -189,6 +192,8 @@ class Coordination {
   // it keeps nothing yet.
   struct ShareCheck {
     uint64_t cost;
+    uint64_t limit;  // per window_ms: the rate at which a key at its limit frees up
+    uint64_t window_ms;
     uint64_t unheard_before;
     const HeardDemand& demand;
     int64_t now_ms;

@@ -32,6 +32,61 @@ DeniedCounts& DeniedOf(CounterEntry& entry) {
   return *entry.remote->denied;
 }
 
+DeniedCounts& DeniedOf(BucketEntry& entry) {
+  if (!entry.denied) entry.denied = std::make_unique<DeniedCounts>();
+  return *entry.denied;
+}
+
+// The current window's denials become the previous window's.
+void ShiftDenied(DeniedCounts& denied) {
+  denied.previous = std::move(denied.current);
+  denied.current = GCounter();
+  denied.own_previous = denied.own_current;
+  denied.own_current = 0;
+  denied.sent_previous = denied.sent_current;
+  denied.sent_current = 0;
+}
+
+// A peer's denials for its window `index` into `counts`, whose current window is `current_index`.
+void MergeDeniedAt(DeniedCounts& counts, int64_t current_index, int64_t index,
+                   const DeniedCost& denied) {
+  if (index == current_index) {
+    counts.current.MergeSlot(denied.node, denied.current);
+    counts.previous.MergeSlot(denied.node, denied.previous);
+  } else if (index == current_index - 1) {
+    counts.previous.MergeSlot(denied.node, denied.current);
+  }
+}
+
+// What a node sends of its denials (none: node 0); what it sent the time
+// before counts as heard from now on (SendDenied).
+DeniedCost SendDeniedOf(DeniedCounts* denied, NodeId self) {
+  if (denied == nullptr) return {};
+  denied->current.MergeSlot(self, denied->sent_current);
+  denied->previous.MergeSlot(self, denied->sent_previous);
+  denied->sent_current = denied->own_current;
+  denied->sent_previous = denied->own_previous;
+  return {self, denied->own_current, denied->own_previous};
+}
+
+// Every node's denials as heard, and this node's own among them: the
+// current window and the previous one weighed by previous_weight.
+void AddDenied(const DeniedCounts& denied, NodeId self, double previous_weight,
+               HeardDemand* demand) {
+  const double own_denied = static_cast<double>(denied.current.Get(self)) +
+                            previous_weight * static_cast<double>(denied.previous.Get(self));
+  demand->own += own_denied;
+  demand->denied = static_cast<double>(denied.current.Sum()) +
+                   previous_weight * static_cast<double>(denied.previous.Sum());
+  demand->all += demand->denied;
+}
+
+// The period (a quarter window) a bucket's state is current in: its base is
+// the previous one's start.
+int64_t CurrentPeriod(const BucketSlices& state) {
+  return state.base_slice / kBucketSlicesPerPeriod + 1;
+}
+
 // Merges `from` into the own slot (inline) and the remote G-counter of one window.
 void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
@@ -113,14 +168,7 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
     if (entry.remote) {
       entry.remote->previous = std::move(entry.remote->current);
       entry.remote->current = GCounter();
-      if (DeniedCounts* denied = entry.remote->denied.get()) {
-        denied->previous = std::move(denied->current);
-        denied->current = GCounter();
-        denied->own_previous = denied->own_current;
-        denied->own_current = 0;
-        denied->sent_previous = denied->sent_current;
-        denied->sent_current = 0;
-      }
+      if (DeniedCounts* denied = entry.remote->denied.get()) ShiftDenied(*denied);
       if (entry.remote->previous.empty() && !entry.remote->denied) entry.remote.reset();
     }
     return;
@@ -172,23 +220,12 @@ void CountDenied(CounterEntry& entry, uint64_t cost) {
 
 void MergeDenied(CounterEntry& entry, NodeId self, int64_t window_index, const DeniedCost& denied) {
   if (denied.node == 0 || denied.node == self) return;  // this node's own are never taken back
-  if (window_index == entry.window_index) {
-    DeniedCounts& counts = DeniedOf(entry);
-    counts.current.MergeSlot(denied.node, denied.current);
-    counts.previous.MergeSlot(denied.node, denied.previous);
-  } else if (window_index == entry.window_index - 1) {
-    DeniedOf(entry).previous.MergeSlot(denied.node, denied.current);
-  }
+  if (window_index != entry.window_index && window_index != entry.window_index - 1) return;
+  MergeDeniedAt(DeniedOf(entry), entry.window_index, window_index, denied);
 }
 
 DeniedCost SendDenied(CounterEntry& entry, NodeId self) {
-  DeniedCounts* denied = entry.remote ? entry.remote->denied.get() : nullptr;
-  if (denied == nullptr) return {};
-  denied->current.MergeSlot(self, denied->sent_current);
-  denied->previous.MergeSlot(self, denied->sent_previous);
-  denied->sent_current = denied->own_current;
-  denied->sent_previous = denied->own_previous;
-  return {self, denied->own_current, denied->own_previous};
+  return SendDeniedOf(entry.remote ? entry.remote->denied.get() : nullptr, self);
 }
 
 HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
@@ -206,12 +243,7 @@ HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
     demand.all += static_cast<double>(remote->current.Sum()) +
                   previous_weight * static_cast<double>(remote->previous.Sum());
     if (const DeniedCounts* denied = remote->denied.get()) {
-      const double own_denied = static_cast<double>(denied->current.Get(self)) +
-                                previous_weight * static_cast<double>(denied->previous.Get(self));
-      demand.own += own_denied;
-      demand.denied = static_cast<double>(denied->current.Sum()) +
-                      previous_weight * static_cast<double>(denied->previous.Sum());
-      demand.all += demand.denied;
+      AddDenied(*denied, self, previous_weight, &demand);
     }
   }
   return demand;
@@ -347,6 +379,51 @@ void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t wind
   if (added > 0) entry.heard_exact = false;  // charged when heard, not when admitted
   entry.heard_debt = Saturate(static_cast<u128>(debt) + added);
   entry.heard_at_ms = now_ms;
+}
+
+void AdvanceBucket(BucketEntry& entry, uint64_t window_ms, int64_t base_slice) {
+  const int64_t before = CurrentPeriod(entry.state);
+  FoldBucket(entry.state, window_ms, base_slice);
+  if (!entry.denied) return;
+  const int64_t periods = CurrentPeriod(entry.state) - before;
+  if (periods == 1) {
+    ShiftDenied(*entry.denied);
+  } else if (periods > 1) {
+    entry.denied.reset();
+  }
+}
+
+void CountDenied(BucketEntry& entry, uint64_t cost) {
+  DeniedCounts& denied = DeniedOf(entry);
+  denied.own_current = Saturated32(uint64_t{denied.own_current} + cost);
+}
+
+void MergeDenied(BucketEntry& entry, NodeId self, int64_t base_slice, const DeniedCost& denied) {
+  if (denied.node == 0 || denied.node == self) return;  // this node's own are never taken back
+  const int64_t current = CurrentPeriod(entry.state);
+  const int64_t period = base_slice / kBucketSlicesPerPeriod + 1;
+  if (period != current && period != current - 1) return;
+  MergeDeniedAt(DeniedOf(entry), current, period, denied);
+}
+
+DeniedCost SendDenied(BucketEntry& entry, NodeId self) {
+  return SendDeniedOf(entry.denied.get(), self);
+}
+
+HeardDemand DemandOf(const BucketEntry& entry, NodeId self, uint64_t unheard) {
+  HeardDemand demand;
+  for (const NodeSlices& node : entry.state.nodes) {
+    uint64_t cost = 0;
+    for (uint32_t count : node.counts) cost += count;
+    if (node.node == self) {
+      demand.own = static_cast<double>(cost - std::min(cost, unheard));
+      demand.all += demand.own;
+    } else {
+      demand.all += static_cast<double>(cost);
+    }
+  }
+  if (entry.denied) AddDenied(*entry.denied, self, /*previous_weight=*/1, &demand);
+  return demand;
 }
 
 void RestoreHeardDebt(BucketEntry& entry, uint64_t heard_debt, int64_t heard_at_ms,

@@ -173,7 +173,13 @@ struct BucketEntry {
   uint32_t own_unsent = 0;
   uint32_t own_sent = 0;
   uint32_t sent_at_ms = 0;
+  // When a request last passed beyond this node's share (coordination.h).
+  uint32_t exempt_at_ms = 0;
   std::unique_ptr<EscrowEpoch> epoch;
+  // What the nodes denied, per period of the slices (a quarter window: the
+  // current one and the previous), as DeniedCounts has it for a counting
+  // key per window. Allocated on the first denial or report of one.
+  std::unique_ptr<DeniedCounts> denied;
 };
 
 // The heard debt at now_ms, refilled at `capacity` tokens per window (that
@@ -198,6 +204,20 @@ uint64_t OwnBucketCost(const BucketEntry& entry, NodeId self);
 // adds is heard at now_ms.
 void MergeIntoBucket(BucketEntry& entry, const BucketSlices& from, uint64_t window_ms,
                      int64_t now_ms);
+
+// Folds the entry's slices to base_slice (FoldBucket), and moves its
+// denials on with the periods.
+void AdvanceBucket(BucketEntry& entry, uint64_t window_ms, int64_t base_slice);
+// Denials on a bucket, as on a counting key (above) but per period of its
+// slices: CountDenied in the current one; MergeDenied takes a peer's for the
+// periods of slices based at base_slice; SendDenied as above.
+void CountDenied(BucketEntry& entry, uint64_t cost);
+void MergeDenied(BucketEntry& entry, NodeId self, int64_t base_slice, const DeniedCost& denied);
+DeniedCost SendDenied(BucketEntry& entry, NodeId self);
+// Demand on a bucket as every node has heard of it: each node's cost in the
+// live slices (this node's without `unheard`) and the denials of the current
+// and previous period.
+HeardDemand DemandOf(const BucketEntry& entry, NodeId self, uint64_t unheard);
 
 // Takes a stored heard debt (token-ms at heard_at_ms; kUnknownDebt: none)
 // where it is smaller at now_ms than the entry's: both bound the same costs.

@@ -77,6 +77,7 @@ void FillSnapshot(const LogEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportLog(entry, self, &snapshot->log);
 }
 void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapshot) {
+  snapshot->denied = DeniedCost();  // a node's view of demand, not state
   snapshot->bucket = entry.state;
   snapshot->bucket_heard_debt = entry.heard_debt;
   snapshot->bucket_heard_at_ms = entry.heard_at_ms;
@@ -311,7 +312,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                             unsent_after, unheard_before, demand},
                            entry, &fresh, &result);
   // A denial is demand too (which ones count: Coordination::CountsDenial).
-  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room)) {
+  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room, spec.algorithm)) {
     CountDenied(*entry, cost);
   }
   if (result.allowed && cost > 0) {
@@ -358,13 +359,29 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
                           Decision* decision) {
   const int64_t slice = BucketSliceAt(spec.window_ms, now_ms);
   BucketEntry* entry = FindEntry(buckets, spec, key, hash);
-  if (entry) FoldBucket(entry->state, spec.window_ms, BucketBaseFor(slice));
+  if (entry) AdvanceBucket(*entry, spec.window_ms, BucketBaseFor(slice));
   BucketSlices full;  // a bucket this node does not hold yet (no allocation)
   full.base_slice = BucketBaseFor(slice);
   const BucketSlices& state = entry ? entry->state : full;
-  const uint64_t heard = entry ? HeardDebt(*entry, spec.limit, now_ms) : 0;
-  // A lone node's heard debt is exact: its slices' debt, never smaller, is not computed.
-  const bool heard_least = !entry || HeardIsLeast(*entry, heard);
+  // What this node would have kept to itself: its live slices, sent or not.
+  const NodeId self = coordination.self();
+  const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
+  const uint64_t unsent = UnsentNow(entry);
+  const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
+  // Demand weighs only on a rationed bucket, which has denials (as on counting keys).
+  HeardDemand demand;
+  if (entry && entry->denied && coordination.WeighsDemand()) {
+    demand = DemandOf(*entry, self, unheard_before);
+  }
+  // A rationed bucket is judged by its slices' debt alone, as every node
+  // judges it once it has heard the same costs: the heard debt charges this
+  // node's own costs at their true times and its peers' later (when heard),
+  // so the node that draws most would see the bucket fuller than the others
+  // do, and keep drawing first. Otherwise the smaller debt (a lone node's
+  // heard debt is exact: its slices' debt, never smaller, is not computed).
+  const bool rationed = demand.denied > 0;
+  const uint64_t heard = rationed ? UINT64_MAX : entry ? HeardDebt(*entry, spec.limit, now_ms) : 0;
+  const bool heard_least = !rationed && (!entry || HeardIsLeast(*entry, heard));
   // A draw is refilled within a window: what members may have kept back and
   // lost since one window ago counts as spent.
   LimitSpec decided_spec = spec;
@@ -372,15 +389,15 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       coordination.LimitAfterLosses(spec, cost, now_ms - static_cast<int64_t>(spec.window_ms));
   Decision result =
       DecideTokenBucket(decided_spec, heard_least ? nullptr : &state, heard, now_ms, cost);
-  // What this node would have kept to itself: its live slices, sent or not.
-  const NodeId self = coordination.self();
-  const uint64_t unsent_after = (entry ? OwnBucketCost(*entry, self) : 0) + cost;
-  const uint64_t unsent = UnsentNow(entry);
-  const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
+  const bool view_had_room = result.allowed;
   std::unique_ptr<EscrowEpoch> fresh;  // escrow state for a key this node does not hold yet
-  const int64_t gossip_delay_ms =
-      coordination.Bucket({decided_spec, cost, now_ms, slice, state, unsent_after, unheard_before},
-                          entry, &fresh, &result);
+  const int64_t gossip_delay_ms = coordination.Bucket(
+      {decided_spec, cost, now_ms, slice, state, unsent_after, unheard_before, demand}, entry,
+      &fresh, &result);
+  // A denial is demand too (which ones count: Coordination::CountsDenial).
+  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room, spec.algorithm)) {
+    CountDenied(*entry, cost);
+  }
   if (result.allowed && cost > 0) {
     const bool is_new = entry == nullptr;
     if (Status status = Ensure(budget, buckets, spec, key, now_ms, &entry); !status.ok()) {
@@ -475,7 +492,7 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
   if (spec.algorithm == Algorithm::kTokenBucket) {
     BucketEntry* entry = FindEntry(buckets, spec, key, hash);
     if (!entry || IsExpired(*entry, spec.algorithm, spec.window_ms, now_ms)) return false;
-    FoldBucket(entry->state, spec.window_ms, BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms)));
+    AdvanceBucket(*entry, spec.window_ms, BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms)));
     snapshot->bucket = entry->state;
     // The level this node decides by, at the capacity asked for (else the last one checked).
     const uint64_t capacity = spec.limit > 0 ? spec.limit : entry->state.capacity;
@@ -506,7 +523,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     return Status::OK();
   }
   if (spec.algorithm == Algorithm::kTokenBucket)
-    return MergeBucketSnapshot(budget, snapshot, hash, now_ms, probable);
+    return MergeBucketSnapshot(budget, snapshot, hash, self, now_ms, probable);
   const WindowCounts& counts = snapshot.counts;
   const int64_t now_window = now_ms / static_cast<int64_t>(spec.window_ms);
   if (counts.window_index > now_window + 1) {
@@ -533,7 +550,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
 }
 
 Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                                  int64_t now_ms, const void* probable) {
+                                  NodeId self, int64_t now_ms, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   const int64_t base_slice = BucketBaseFor(BucketSliceAt(spec.window_ms, now_ms));
   if (snapshot.bucket.base_slice > base_slice + kBucketSlicesPerPeriod) {
@@ -550,8 +567,9 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
     }
     entry->state.base_slice = base_slice;
   }
-  FoldBucket(entry->state, spec.window_ms, base_slice);
+  AdvanceBucket(*entry, spec.window_ms, base_slice);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
+  MergeDenied(*entry, self, snapshot.bucket.base_slice, snapshot.denied);
   MarkMerged(buckets, spec, entry);
   return Status::OK();
 }
@@ -643,6 +661,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
       for (const NodeSlices& node : entry->state.nodes) {
         if (node.node == self) bucket.nodes.push_back(node);
       }
+      scratch->denied = SendDenied(*entry, self);
       sink(*scratch);
     }
     limit_class.changed[kGossipMark].clear();
@@ -675,8 +694,8 @@ void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
   for (auto& limit_class : buckets) {
     limit_class.table->ForEach([&](BucketEntry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
-      FoldBucket(entry.state, limit_class.window_ms,
-                 BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
+      AdvanceBucket(entry, limit_class.window_ms,
+                    BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
       send(limit_class, entry);
     });
   }

@@ -162,7 +162,7 @@ struct alignas(64) Shard {
                   uint64_t cost, int64_t now_ms, Decision* decision);
   // Merge for a token bucket key: folds to this node's base, then joins.
   Status MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
-                             int64_t now_ms, const void* probable);
+                             NodeId self, int64_t now_ms, const void* probable);
   Status CheckBucket(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                      uint64_t cost, int64_t now_ms, Decision* decision);
 };

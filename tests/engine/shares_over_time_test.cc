@@ -26,6 +26,7 @@ constexpr int64_t kRoundMs = 50;
 constexpr int64_t kEarlyMs = 5;  // an early round comes no sooner after the last (gossip.cc)
 constexpr int64_t kDeliveryMs = 5;
 const LimitSpec kSpec{Algorithm::kSlidingWindowCounter, 100, 1'000};
+const LimitSpec kBucketSpec{Algorithm::kTokenBucket, 100, 1'000};  // the same rate, refilled
 
 // Arrivals: per ms, the nodes that get a request then.
 using Schedule = std::vector<std::vector<size_t>>;
@@ -63,7 +64,8 @@ struct Outcome {
 };
 
 // With escrow (epochs of 200 ms) instead of shares when `escrow`.
-Outcome Drive(size_t members, const Schedule& schedule, int64_t latency_ms, bool escrow = false) {
+Outcome Drive(size_t members, const Schedule& schedule, int64_t latency_ms, bool escrow = false,
+              const LimitSpec& spec = kSpec) {
   ManualClock clock(kStartMs);
   Limiter::Options options;
   options.share_wait_ms = kRoundMs + kDeliveryMs;
@@ -94,11 +96,11 @@ Outcome Drive(size_t members, const Schedule& schedule, int64_t latency_ms, bool
     }
     for (const size_t node : schedule[static_cast<size_t>(t)]) {
       ++outcome.sent[node];
-      const bool admitted = nodes[node].Admit("k", kSpec);
+      const bool admitted = nodes[node].Admit("k", spec);
       outcome.admitted[node] += admitted ? 1 : 0;
       outcome.cluster_admitted += admitted ? 1 : 0;
       Decision decision;
-      REQUIRE(central.Check("k", kSpec, 1, &decision).ok());
+      REQUIRE(central.Check("k", spec, 1, &decision).ok());
       outcome.central_admitted += decision.allowed ? 1 : 0;
     }
     for (size_t i = 0; i < members; ++i) {
@@ -143,15 +145,22 @@ std::vector<double> Skewed(size_t members) {
 }
 
 // Skewed demand at 2x and 10x the limit, 3 and 5 nodes, deltas arriving at
-// once or 4 ms late: each node's clients fare within 1.5x of central.
+// once or 4 ms late, on a sliding counter and on a token bucket (whose
+// shares weigh demand per period of its slices): each node's clients fare
+// within 1.5x of central.
 TEST_CASE("shares over time: under skewed overload each node's clients fare within 1.5x") {
-  for (const int factor : {2, 10}) {
-    for (const size_t members : {3, 5}) {
-      for (const int64_t latency_ms : {0, 4}) {
-        CAPTURE(factor);
-        CAPTURE(members);
-        CAPTURE(latency_ms);
-        CheckFairness(Drive(members, Paced(Skewed(members), factor, 6), latency_ms), 1.5);
+  for (const LimitSpec& spec : {kSpec, kBucketSpec}) {
+    for (const int factor : {2, 10}) {
+      for (const size_t members : {3, 5}) {
+        for (const int64_t latency_ms : {0, 4}) {
+          CAPTURE(AlgorithmName(spec.algorithm));
+          CAPTURE(factor);
+          CAPTURE(members);
+          CAPTURE(latency_ms);
+          CheckFairness(Drive(members, Paced(Skewed(members), factor, 6), latency_ms,
+                              /*escrow=*/false, spec),
+                        1.5);
+        }
       }
     }
   }

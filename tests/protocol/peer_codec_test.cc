@@ -351,10 +351,40 @@ TEST_CASE("peer codec: the sender's denied costs ride on the entries that have t
   CHECK(decoder.status().ok());
 }
 
-// Denied costs that do not fit a counting class are Corruption: a listed
-// entry past the last one, an index step of 0 after the first, bytes cut
-// short. A class that does not count ignores them (a later version may send
-// them there).
+// A bucket's denied costs ride on its entries alike (this version weighs
+// them), beside a counting class's.
+TEST_CASE("peer codec: a bucket's denied costs ride on its entries") {
+  PeerStateEncoder encoder(kSender, false, 1 << 20);
+  std::vector<std::string> frames;
+  std::vector<KeySnapshot> sent;
+  for (uint64_t i = 0; i < 3; ++i) sent.push_back(Bucket(KeyName(i), kNowMs / 100 - 8, 0));
+  sent[1].denied = {kSender, 4, 9};
+  sent.push_back(Counting("c", 1'000, kNowMs / 1'000, {{kSender, 1}}, {}));
+  sent[3].denied = {kSender, 2, 0};
+  for (const KeySnapshot& snapshot : sent) encoder.Add(snapshot, &frames);
+  encoder.Finish(&frames);
+  const std::vector<KeySnapshot> got = DecodeAll(frames);
+  REQUIRE(got.size() == sent.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].key == sent[i].key);
+    CHECK(got[i].denied == (i == 1 || i == 3 ? sent[i].denied : DeniedCost()));
+  }
+  const PeerMessage message = Decode(frames[0]);
+  REQUIRE(message.classes.size() == 2);
+  protocol::PeerClassView past_the_last = message.classes[0];  // the buckets' class
+  REQUIRE(past_the_last.algorithm == Algorithm::kTokenBucket);
+  past_the_last.denied = std::string("\x03\x01\x01", 3);
+  uint64_t keys = 0;
+  CHECK(protocol::DecodePeerClass(
+            past_the_last, kSender, [](const KeySnapshot&) {}, &keys)
+            .code() == Status::Code::kCorruption);
+}
+
+// Denied costs that do not fit a counting or bucket class are Corruption: a
+// listed entry past the last one, an index step of 0 after the first, bytes
+// cut short. A log's class ignores them (a later version may send them
+// there).
 TEST_CASE("peer codec: hostile denied costs") {
   PeerStateEncoder encoder(kSender, false, 1 << 20);
   std::vector<std::string> frames;
