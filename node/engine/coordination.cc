@@ -65,29 +65,34 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
   // Below 2^35 (costs and counts are at most kMaxLimit, 10^9; what is
   // unheard at most three windows of the node's own count): no overflow.
   const uint64_t unheard_after = check.unheard_before + check.cost;
-  if (2 * unheard_after <= share) return;
-  WantRound();
-  if (unheard_after <= share) return;
-  // Beyond the share: with nothing unheard, the request passes; rationed, no
-  // more often than this node's weight's part of the rate at which the limit
-  // frees up (limit per window) accrues its cost, so that nodes whose shares
-  // are below a request take turns by their weight, as a central limiter
-  // gives each node's clients their part of what frees up. At most two
-  // windows apart (what demand remembers). The first time on a key: at once.
-  const auto wait_ms = static_cast<uint64_t>(settings_.share_wait_ms);
   const auto now32 = static_cast<uint32_t>(check.now_ms) | 1;  // 0: never
+  // A pass within the share on a rationed key is a turn too (below).
+  const auto within_share = [&] {
+    if (rationed && check.turn_at_ms != nullptr) *check.turn_at_ms = now32;
+  };
+  if (2 * unheard_after <= share) return within_share();
+  WantRound();
+  if (unheard_after <= share) return within_share();
+  // Beyond the share: with nothing unheard, the request passes; rationed, no
+  // sooner after this node's last pass (within its share or beyond) than
+  // its weight's part of the rate at which the limit frees up (limit per
+  // window) accrues the cost, so that nodes whose shares are below a request
+  // take turns by their weight, as a central limiter gives each node's
+  // clients their part of what frees up. At most two windows apart (what
+  // demand remembers). The first time on a key: at once.
+  const auto wait_ms = static_cast<uint64_t>(settings_.share_wait_ms);
   uint64_t turn_in_ms = 0;
-  if (rationed && check.exempt_at_ms != nullptr && *check.exempt_at_ms != 0 && check.limit > 0) {
+  if (rationed && check.turn_at_ms != nullptr && *check.turn_at_ms != 0 && check.limit > 0) {
     const double accrual =
         std::ceil(static_cast<double>(check.cost) * static_cast<double>(check.window_ms) *
                   all_parts / (static_cast<double>(check.limit) * own_part));
     const uint64_t accrual_ms = static_cast<uint64_t>(
         std::min(accrual, static_cast<double>(std::min<uint64_t>(2 * check.window_ms, INT32_MAX))));
-    const uint32_t since_ms = now32 - *check.exempt_at_ms;
+    const uint32_t since_ms = now32 - *check.turn_at_ms;
     turn_in_ms = since_ms >= accrual_ms ? 0 : accrual_ms - since_ms;
   }
   if (check.unheard_before == 0 && turn_in_ms == 0) {
-    if (check.exempt_at_ms != nullptr) *check.exempt_at_ms = now32;
+    if (check.turn_at_ms != nullptr) *check.turn_at_ms = now32;
     return;
   }
   Cap(0, check.cost, std::max(check.unheard_before > 0 ? wait_ms : 0, turn_in_ms), decision);
@@ -146,7 +151,7 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
   CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
-              check.now_ms, entry && entry->remote ? &entry->remote->exempt_at_ms : nullptr},
+              check.now_ms, entry && entry->remote ? &entry->remote->turn_at_ms : nullptr},
              decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
@@ -201,7 +206,7 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
     }
   }
   CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
-              check.now_ms, entry ? &entry->exempt_at_ms : nullptr},
+              check.now_ms, entry ? &entry->turn_at_ms : nullptr},
              decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }

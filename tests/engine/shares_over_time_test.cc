@@ -144,22 +144,27 @@ std::vector<double> Skewed(size_t members) {
   return shares;
 }
 
-// Skewed demand at 2x and 10x the limit, 3 and 5 nodes, deltas arriving at
-// once or 4 ms late, on a sliding counter and on a token bucket (whose
-// shares weigh demand per period of its slices): each node's clients fare
-// within 1.5x of central.
+// Skewed demand (and even) at 2x and 10x the limit, 3 and 5 nodes, deltas
+// arriving at once or 4 ms late, on a sliding counter and on a token bucket
+// (whose shares weigh demand per period of its slices): each node's clients
+// fare within 1.5x of central.
 TEST_CASE("shares over time: under skewed overload each node's clients fare within 1.5x") {
   for (const LimitSpec& spec : {kSpec, kBucketSpec}) {
-    for (const int factor : {2, 10}) {
-      for (const size_t members : {3, 5}) {
-        for (const int64_t latency_ms : {0, 4}) {
-          CAPTURE(AlgorithmName(spec.algorithm));
-          CAPTURE(factor);
-          CAPTURE(members);
-          CAPTURE(latency_ms);
-          CheckFairness(Drive(members, Paced(Skewed(members), factor, 6), latency_ms,
-                              /*escrow=*/false, spec),
-                        1.5);
+    for (const bool skewed : {true, false}) {
+      for (const int factor : {2, 10}) {
+        for (const size_t members : {3, 5}) {
+          for (const int64_t latency_ms : {0, 4}) {
+            CAPTURE(AlgorithmName(spec.algorithm));
+            CAPTURE(skewed);
+            CAPTURE(factor);
+            CAPTURE(members);
+            CAPTURE(latency_ms);
+            const std::vector<double> shares =
+                skewed ? Skewed(members)
+                       : std::vector<double>(members, 1 / static_cast<double>(members));
+            CheckFairness(
+                Drive(members, Paced(shares, factor, 6), latency_ms, /*escrow=*/false, spec), 1.5);
+          }
         }
       }
     }
