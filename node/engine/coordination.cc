@@ -66,30 +66,48 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
   // unheard at most three windows of the node's own count): no overflow.
   const uint64_t unheard_after = check.unheard_before + check.cost;
   const auto now32 = static_cast<uint32_t>(check.now_ms) | 1;  // 0: never
-  // A pass within the share on a rationed key is a turn too (below).
+  // On a rationed bucket a pass within the share is a turn too (below).
   const auto within_share = [&] {
-    if (rationed && check.turn_at_ms != nullptr) *check.turn_at_ms = now32;
+    if (rationed && check.refill != nullptr && check.turn_at_ms != nullptr) {
+      *check.turn_at_ms = now32;
+    }
   };
   if (2 * unheard_after <= share) return within_share();
   WantRound();
   if (unheard_after <= share) return within_share();
   // Beyond the share: with nothing unheard, the request passes; rationed, no
-  // sooner after this node's last pass (within its share or beyond) than
-  // its weight's part of the rate at which the limit frees up (limit per
-  // window) accrues the cost, so that nodes whose shares are below a request
-  // take turns by their weight, as a central limiter gives each node's
-  // clients their part of what frees up. At most two windows apart (what
-  // demand remembers). The first time on a key: at once.
+  // sooner after this node's last turn than its part of what frees up
+  // accrues the cost, so that nodes whose shares are below a request take
+  // turns by their weight, as a central limiter gives each node's clients
+  // their part of what frees up. What frees up follows the algorithm:
+  //  - a counting window frees what remains as it rolls on: a turn comes
+  //    when the node's share of what remained accrues the cost, a share per
+  //    half share_wait_ms (about how often a node that keeps asking renews
+  //    its share: an early round and delivery, or a round);
+  //  - a bucket refills at limit per window: a turn comes when the node's
+  //    weight's part of the refill accrues the cost, counted from its last
+  //    pass within its share or beyond (otherwise a node that passes within
+  //    its share between turns takes more than its part), at most two
+  //    windows apart (what its demand remembers).
+  // The first time on a key: at once.
   const auto wait_ms = static_cast<uint64_t>(settings_.share_wait_ms);
   uint64_t turn_in_ms = 0;
-  if (rationed && check.turn_at_ms != nullptr && *check.turn_at_ms != 0 && check.limit > 0) {
-    const double accrual =
-        std::ceil(static_cast<double>(check.cost) * static_cast<double>(check.window_ms) *
-                  all_parts / (static_cast<double>(check.limit) * own_part));
-    const uint64_t accrual_ms = static_cast<uint64_t>(
-        std::min(accrual, static_cast<double>(std::min<uint64_t>(2 * check.window_ms, INT32_MAX))));
+  if (rationed && check.turn_at_ms != nullptr && *check.turn_at_ms != 0) {
+    double accrual_ms = 0;
+    if (check.refill == nullptr) {
+      const double share_before =
+          static_cast<double>(decision->remaining + check.cost) * own_part / all_parts;
+      accrual_ms =
+          static_cast<double>(check.cost) * static_cast<double>(wait_ms) / 2 / share_before;
+    } else if (check.refill->limit > 0) {
+      const auto window_ms = static_cast<double>(check.refill->window_ms);
+      accrual_ms = std::min(static_cast<double>(check.cost) * window_ms * all_parts /
+                                (static_cast<double>(check.refill->limit) * own_part),
+                            2 * window_ms);
+    }
+    const auto turn_ms = static_cast<uint64_t>(std::ceil(std::min(accrual_ms, double{INT32_MAX})));
     const uint32_t since_ms = now32 - *check.turn_at_ms;
-    turn_in_ms = since_ms >= accrual_ms ? 0 : accrual_ms - since_ms;
+    turn_in_ms = since_ms >= turn_ms ? 0 : turn_ms - since_ms;
   }
   if (check.unheard_before == 0 && turn_in_ms == 0) {
     if (check.turn_at_ms != nullptr) *check.turn_at_ms = now32;
@@ -150,8 +168,8 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
-  CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
-              check.now_ms, entry && entry->remote ? &entry->remote->turn_at_ms : nullptr},
+  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
+              entry && entry->remote ? &entry->remote->turn_at_ms : nullptr, nullptr},
              decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
@@ -205,8 +223,8 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
-  CapToShare({check.cost, spec.limit, spec.window_ms, check.unheard_before, check.demand,
-              check.now_ms, entry ? &entry->turn_at_ms : nullptr},
+  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
+              entry ? &entry->turn_at_ms : nullptr, &spec},
              decision);
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }

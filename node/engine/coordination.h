@@ -44,11 +44,11 @@
 //    nothing else came). A request when nothing of this node's is unheard
 //    passes whatever its share, as far as the view allows: otherwise a
 //    request larger than a share would never pass. While the key is
-//    rationed, it passes no sooner after the node's last pass than the
-//    node's weight's part of the rate at which the limit frees up (limit per
-//    window) accrues its cost (CapToShare), so that nodes whose shares are
-//    below one request take turns by weight, as a central limiter serves
-//    their clients. So near the limit each node may
+//    rationed, it passes no more often than the node's part of what frees
+//    up accrues its cost (CapToShare: its share of what remains per half
+//    share_wait_ms on a counting key, its weight's part of the refill on a
+//    bucket), so that nodes whose shares are below one request take turns
+//    by weight, as a central limiter serves their clients. So near the limit each node may
 //    pass the bound by one request (N - 1 units beyond it for unit costs, once views agree). Far
 //    from a limit a share is large and nothing waits. Token buckets weigh demand alike, per period
 //    of their slices (a quarter window) instead of per window: each node's cost in the live slices
@@ -188,18 +188,17 @@ class Coordination {
     if (settings_.round_wanted != nullptr && *settings_.round_wanted) (*settings_.round_wanted)();
   }
   // Keeps what is unheard within this node's share of what remains.
-  // turn_at_ms: where the key keeps when this node last took a turn (a
-  // request passed beyond its share, or within it on a rationed key; the
+  // turn_at_ms: where the key keeps when this node last took a turn (the
   // wall clock's ms, low 32 bits, | 1; 0: never), or null where it keeps
-  // nothing yet.
+  // nothing yet. refill: a token bucket's spec (it refills at limit per
+  // window), null for a counting key.
   struct ShareCheck {
     uint64_t cost;
-    uint64_t limit;  // per window_ms: the rate at which a key at its limit frees up
-    uint64_t window_ms;
     uint64_t unheard_before;
     const HeardDemand& demand;
     int64_t now_ms;
     uint32_t* turn_at_ms;
+    const LimitSpec* refill;
   };
   void CapToShare(const ShareCheck& check, Decision* decision) const;
 

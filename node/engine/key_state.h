@@ -55,8 +55,8 @@ struct RemoteCounts {
   // way to the peers for a while (node/engine/coordination.h).
   uint32_t own_sent = 0;
   uint32_t sent_at_ms = 0;
-  // When this node last took a turn: a request passed beyond its share, or
-  // within it on a rationed key (coordination.h).
+  // When this node last took a turn (coordination.h: a request passed
+  // beyond its share; on a rationed bucket, within it too).
   uint32_t turn_at_ms = 0;
   std::unique_ptr<DeniedCounts> denied;
 };
@@ -174,8 +174,8 @@ struct BucketEntry {
   uint32_t own_unsent = 0;
   uint32_t own_sent = 0;
   uint32_t sent_at_ms = 0;
-  // When this node last took a turn: a request passed beyond its share, or
-  // within it on a rationed key (coordination.h).
+  // When this node last took a turn (coordination.h: a request passed
+  // beyond its share; on a rationed bucket, within it too).
   uint32_t turn_at_ms = 0;
   std::unique_ptr<EscrowEpoch> epoch;
   // What the nodes denied, per period of the slices (a quarter window: the
