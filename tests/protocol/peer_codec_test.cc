@@ -374,7 +374,8 @@ TEST_CASE("peer codec: a bucket's denied costs ride on its entries") {
   REQUIRE(message.classes.size() == 2);
   protocol::PeerClassView past_the_last = message.classes[0];  // the buckets' class
   REQUIRE(past_the_last.algorithm == Algorithm::kTokenBucket);
-  past_the_last.denied = std::string("\x03\x01\x01", 3);
+  const std::string listed_fourth("\x03\x01\x01", 3);  // of three entries
+  past_the_last.denied = listed_fourth;
   uint64_t keys = 0;
   CHECK(protocol::DecodePeerClass(
             past_the_last, kSender, [](const KeySnapshot&) {}, &keys)
