@@ -37,10 +37,10 @@ uint64_t Coordination::LimitAfterLosses(const LimitSpec& spec, uint64_t cost,
       settings_.escrow_epoch_ms > 0) {
     return spec.limit;
   }
-  const uint64_t share = HeadroomShare(spec.limit, members());
-  if (share == 0) return spec.limit;  // too small a limit to keep anything back
+  // Usually none: the division below is left to checks that count losses.
   const size_t losses = settings_.deferral_losses->CountSince(counted_since_ms);
   if (losses == 0) return spec.limit;
+  const uint64_t share = HeadroomShare(spec.limit, members());
   const uint64_t lost = std::min(spec.limit, share * losses);
   return std::max(spec.limit - lost, std::min(cost, spec.limit));
 }

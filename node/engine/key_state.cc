@@ -81,6 +81,13 @@ void AddDenied(const DeniedCounts& denied, NodeId self, double previous_weight,
   demand->all += demand->denied;
 }
 
+// A node's cost in a bucket's live slices (folded cost not included).
+uint64_t LiveCost(const NodeSlices& node) {
+  uint64_t cost = 0;
+  for (uint32_t count : node.counts) cost += count;
+  return cost;
+}
+
 // The period (a quarter window) a bucket's state is current in: its base is
 // the previous one's start.
 int64_t CurrentPeriod(const BucketSlices& state) {
@@ -364,10 +371,7 @@ void AdmitToBucket(BucketEntry& entry, NodeId self, const LimitSpec& spec, uint6
 
 uint64_t OwnBucketCost(const BucketEntry& entry, NodeId self) {
   for (const NodeSlices& node : entry.state.nodes) {
-    if (node.node != self) continue;
-    uint64_t cost = 0;
-    for (uint32_t count : node.counts) cost += count;
-    return cost;
+    if (node.node == self) return LiveCost(node);
   }
   return 0;
 }
@@ -413,8 +417,7 @@ DeniedCost SendDenied(BucketEntry& entry, NodeId self) {
 HeardDemand DemandOf(const BucketEntry& entry, NodeId self, uint64_t unheard) {
   HeardDemand demand;
   for (const NodeSlices& node : entry.state.nodes) {
-    uint64_t cost = 0;
-    for (uint32_t count : node.counts) cost += count;
+    const uint64_t cost = LiveCost(node);
     if (node.node == self) {
       demand.own = static_cast<double>(cost - std::min(cost, unheard));
       demand.all += demand.own;

@@ -227,9 +227,9 @@ struct Gossip::Impl {
       const auto link = links.find(address);
       unreachable += link == links.end() || !link->second->up() ? 1 : 0;
       if (link != links.end() && link->second->TakeWentDown()) {
-        for (const protocol::MemberRecord& record : records) {
-          if (record.node_id == node_id) member_losses.LinkWentDown(record);
-        }
+        member_losses.LinkWentDown(*std::find_if(
+            records.begin(), records.end(),
+            [id = node_id](const protocol::MemberRecord& record) { return record.node_id == id; }));
       }
     }
     member_losses.Follow(records, self_id());
