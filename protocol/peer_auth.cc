@@ -10,20 +10,34 @@
 namespace tally::protocol {
 namespace {
 
-// HMAC-SHA256(key, part_1 | part_2 | part_3). OpenSSL failing here means a
-// broken installation: that is no input error, so it throws.
-std::string Hmac(std::string_view key, std::span<const std::string_view> parts) {
+// OpenSSL failing here means a broken installation: that is no input error,
+// so it throws.
+void Require(bool ok) {
+  if (!ok) throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
+}
+
+// A new HMAC-SHA256 context keyed with `key`.
+EVP_MAC_CTX* KeyedContext(std::string_view key) {
   static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   if (hmac == nullptr) throw std::runtime_error("OpenSSL has no HMAC");
   EVP_MAC_CTX* context = EVP_MAC_CTX_new(hmac);
   char digest[] = "SHA256";
   const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
                                OSSL_PARAM_construct_end()};
+  const bool ok = context != nullptr &&
+                  EVP_MAC_init(context, reinterpret_cast<const unsigned char*>(key.data()),
+                               key.size(), params) == 1;
+  if (!ok) EVP_MAC_CTX_free(context);
+  Require(ok);
+  return context;
+}
+
+// The MAC of part_1 | part_2 | ... from `keyed` (left as it was).
+std::string Finish(const EVP_MAC_CTX* keyed, std::span<const std::string_view> parts) {
+  EVP_MAC_CTX* context = EVP_MAC_CTX_dup(keyed);
   std::string mac(kMacBytes, '\0');
   size_t length = 0;
-  bool ok = context != nullptr &&
-            EVP_MAC_init(context, reinterpret_cast<const unsigned char*>(key.data()), key.size(),
-                         params) == 1;
+  bool ok = context != nullptr;
   for (std::string_view part : parts) {
     ok = ok && EVP_MAC_update(context, reinterpret_cast<const unsigned char*>(part.data()),
                               part.size()) == 1;
@@ -31,7 +45,7 @@ std::string Hmac(std::string_view key, std::span<const std::string_view> parts) 
   ok = ok && EVP_MAC_final(context, reinterpret_cast<unsigned char*>(mac.data()), &length,
                            mac.size()) == 1;
   EVP_MAC_CTX_free(context);
-  if (!ok || length != kMacBytes) throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
+  Require(ok && length == kMacBytes);
   return mac;
 }
 
@@ -56,14 +70,17 @@ std::string RandomNonce() {
 PeerAuth::PeerAuth(std::string_view secret, std::string_view dialler_nonce,
                    std::string_view acceptor_nonce) {
   const std::string_view parts[] = {"tally-peer-1", dialler_nonce, acceptor_nonce};
-  key_ = Hmac(secret, parts);
+  const std::unique_ptr<EVP_MAC_CTX, FreeContext> with_secret(KeyedContext(secret));
+  keyed_.reset(KeyedContext(Finish(with_secret.get(), parts)));
 }
+
+void PeerAuth::FreeContext::operator()(evp_mac_ctx_st* context) const { EVP_MAC_CTX_free(context); }
 
 std::string PeerAuth::Mac(uint64_t seq, std::span<const std::byte> frame) const {
   const std::string seq_bytes = SeqBytes(seq);
   const std::string_view parts[] = {seq_bytes,
                                     {reinterpret_cast<const char*>(frame.data()), frame.size()}};
-  return Hmac(key_, parts);
+  return Finish(keyed_.get(), parts);
 }
 
 bool PeerAuth::Verify(uint64_t seq, std::span<const std::byte> frame, std::string_view mac) const {

@@ -15,14 +15,17 @@
 // member's claims about its own node id (members are trusted).
 //
 // Thread safety: a PeerAuth is immutable after construction; Mac and Verify
-// may be called from any thread.
+// may be called from any thread (each copies the keyed state it only reads).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+
+struct evp_mac_ctx_st;
 
 namespace tally::protocol {
 
@@ -43,7 +46,12 @@ class PeerAuth {
   bool Verify(uint64_t seq, std::span<const std::byte> frame, std::string_view mac) const;
 
  private:
-  std::string key_;  // K
+  struct FreeContext {
+    void operator()(evp_mac_ctx_st* context) const;
+  };
+  // HMAC-SHA256 keyed with K, never updated: each Mac starts from a copy, so
+  // the digest is looked up and the key scheduled once per connection.
+  std::unique_ptr<evp_mac_ctx_st, FreeContext> keyed_;
 };
 
 // Convenience for a frame held in a string.

@@ -11,6 +11,7 @@
 // Thread safety: value types; no internal synchronisation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,9 @@ class GCounter {
   void MergeSlot(NodeId node, uint64_t count);
   // Slot-wise max with every slot of other.
   void Merge(const GCounter& other);
+  // Makes room for `slots` slots (a node that knows how many members will
+  // write grows the slots once, not one doubling at a time).
+  void Reserve(size_t slots) { slots_.reserve(slots); }
   // Empties the counter (keeping its memory, for reuse).
   void Clear() {
     slots_.clear();

@@ -176,9 +176,10 @@ class Coordination {
 
   // How long what this node sent may be on its way to the peers.
   int64_t delivery_ms() const { return settings_.delivery_ms; }
+  // The members (SetClusterView), this node included.
+  size_t members() const { return settings_.cluster_size->load(std::memory_order_relaxed); }
 
  private:
-  size_t members() const { return settings_.cluster_size->load(std::memory_order_relaxed); }
   bool escrowed() const { return settings_.escrow_epoch_ms > 0 && members() > 1; }
   // The gossip delay of an admission that leaves unsent_after unsent and
   // `remaining` in the view.

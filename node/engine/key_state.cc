@@ -95,7 +95,7 @@ int64_t CurrentPeriod(const BucketSlices& state) {
 }
 
 // Merges `from` into the own slot (inline) and the remote G-counter of one window.
-void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
+void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
   for (const GCounter::Slot& slot : from.slots()) {
     if (slot.node == self) {
@@ -103,7 +103,9 @@ void MergeWindow(const GCounter& from, NodeId self, uint32_t& own,
       continue;
     }
     if (!remote) remote = std::make_unique<RemoteCounts>();
-    ((*remote).*window).MergeSlot(slot.node, slot.count);
+    GCounter& counter = (*remote).*window;
+    if (counter.empty()) counter.Reserve(peers);
+    counter.MergeSlot(slot.node, slot.count);
   }
 }
 
@@ -173,8 +175,8 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
     entry.own_previous = entry.own_current;
     entry.own_current = 0;
     if (entry.remote) {
-      entry.remote->previous = std::move(entry.remote->current);
-      entry.remote->current = GCounter();
+      std::swap(entry.remote->previous, entry.remote->current);  // the slots' memory is reused
+      entry.remote->current.Clear();
       if (DeniedCounts* denied = entry.remote->denied.get()) ShiftDenied(*denied);
       if (entry.remote->previous.empty() && !entry.remote->denied) entry.remote.reset();
     }
@@ -205,13 +207,16 @@ void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) 
   counts->previous.MergeSlot(self, entry.own_previous);
 }
 
-void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts) {
+void MergeCounts(CounterEntry& entry, NodeId self, size_t peers, const WindowCounts& counts) {
   AdvanceTo(entry, counts.window_index);
   if (counts.window_index == entry.window_index) {
-    MergeWindow(counts.current, self, entry.own_current, entry.remote, &RemoteCounts::current);
-    MergeWindow(counts.previous, self, entry.own_previous, entry.remote, &RemoteCounts::previous);
+    MergeWindow(counts.current, self, peers, entry.own_current, entry.remote,
+                &RemoteCounts::current);
+    MergeWindow(counts.previous, self, peers, entry.own_previous, entry.remote,
+                &RemoteCounts::previous);
   } else if (counts.window_index == entry.window_index - 1) {
-    MergeWindow(counts.current, self, entry.own_previous, entry.remote, &RemoteCounts::previous);
+    MergeWindow(counts.current, self, peers, entry.own_previous, entry.remote,
+                &RemoteCounts::previous);
   }
 }
 

@@ -80,7 +80,8 @@ uint64_t PreviousTotal(const CounterEntry& entry);
 // All slots, this node's included, as replicated.
 void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts);
 // Slot-wise max with `counts`; windows the entry has left behind are ignored.
-void MergeCounts(CounterEntry& entry, NodeId self, const WindowCounts& counts);
+// peers: how many other nodes may write slots (room is made for them at once).
+void MergeCounts(CounterEntry& entry, NodeId self, size_t peers, const WindowCounts& counts);
 // True when nothing the entry holds counts at `now_ms` any more.
 bool IsExpired(const CounterEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 

@@ -12,6 +12,14 @@ namespace {
 // churn never holds more than about twice its live keys.
 constexpr size_t kSweepPerInsert = 2;
 
+// Room made at once for peers' slots in a key's counter: one per peer, up
+// to kMostSlotsAtOnce (beyond, few keys hear from every member).
+constexpr size_t kMostSlotsAtOnce = 16;
+size_t SlotsForPeers(const Coordination& coordination) {
+  const size_t members = coordination.members();
+  return std::clamp<size_t>(members > 1 ? members - 1 : 1, 1, kMostSlotsAtOnce);
+}
+
 template <typename Entry>
 LimitClass<Entry>* FindClass(std::vector<LimitClass<Entry>>& classes, Algorithm algorithm,
                              uint64_t window_ms) {
@@ -150,6 +158,10 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
 
 namespace {
 
+// How many entries ahead a pass over a class's changed or deferred entries
+// prefetches.
+constexpr size_t kCollectAhead = 8;
+
 // Sets `which` on the entry and lists it in its class, unless it is set already.
 template <typename Entry>
 void Mark(LimitClass<Entry>& limit_class, Entry* entry, int which) {
@@ -163,6 +175,9 @@ void Mark(LimitClass<Entry>& limit_class, Entry* entry, int which) {
 template <typename Entry>
 void ReleaseDeferred(LimitClass<Entry>& limit_class, int64_t now_ms, bool all) {
   while (!limit_class.deferred.empty() && (all || limit_class.deferred.front().due_ms <= now_ms)) {
+    if (limit_class.deferred.size() > kCollectAhead) {
+      __builtin_prefetch(limit_class.deferred[kCollectAhead].entry);
+    }
     Entry* entry = limit_class.deferred.front().entry;
     limit_class.deferred.pop_front();
     if (!entry->key.marked(kDeferredMark)) continue;  // sent since, or freed
@@ -543,7 +558,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     entry->window_index = std::max(now_window, counts.window_index);
   }
   AdvanceTo(*entry, now_window);
-  tally::MergeCounts(*entry, self, counts);
+  tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
   MergeDenied(*entry, self, counts.window_index, snapshot.denied);
   MarkMerged(counters, spec, entry);
   return Status::OK();
@@ -607,7 +622,16 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
     scratch->window_ms = limit_class.window_ms;
   };
   for (auto& limit_class : counters) {
-    for (CounterEntry* entry : limit_class.changed[kGossipMark]) {
+    const std::vector<CounterEntry*>& changed = limit_class.changed[kGossipMark];
+    for (size_t i = 0; i < changed.size(); ++i) {
+      // Entries are scattered: each is fetched kCollectAhead entries early,
+      // and its remote counts half as early.
+      if (i + kCollectAhead < changed.size()) __builtin_prefetch(changed[i + kCollectAhead]);
+      if (i + kCollectAhead / 2 < changed.size()) {
+        const CounterEntry* ahead = changed[i + kCollectAhead / 2];
+        if (ahead->key.marked(kGossipMark)) __builtin_prefetch(ahead->remote.get());
+      }
+      CounterEntry* entry = changed[i];
       if (!entry->key.marked(kGossipMark)) continue;
       if (entry->remote) {
         entry->remote->own_sent = Unsent32(UnsentNow(entry));
@@ -720,7 +744,7 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
           !status.ok()) {
         return status;
       }
-      tally::MergeCounts(*entry, self, snapshot.counts);
+      tally::MergeCounts(*entry, self, SlotsForPeers(coordination), snapshot.counts);
       return Status::OK();
     }
     case Algorithm::kSlidingWindowLog: {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <openssl/evp.h>
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
@@ -491,6 +492,33 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       }
       if (spec.algorithm != Algorithm::kSlidingWindowLog) CHECK(total == origin_total);
     }
+  }
+}
+
+// The seal is the documented HMAC-SHA256 construction, byte for byte (what
+// members of every build compute), for many messages on one connection.
+TEST_CASE("peer auth: the seal is HMAC-SHA256 under the connection's key") {
+  const auto hmac = [](std::string_view key, std::string_view data) {
+    std::string mac(protocol::kMacBytes, '\0');
+    size_t length = 0;
+    char digest[] = "SHA256";
+    REQUIRE(EVP_Q_mac(nullptr, "HMAC", nullptr, digest, nullptr, key.data(), key.size(),
+                      reinterpret_cast<const unsigned char*>(data.data()), data.size(),
+                      reinterpret_cast<unsigned char*>(mac.data()), mac.size(),
+                      &length) != nullptr);
+    REQUIRE(length == protocol::kMacBytes);
+    return mac;
+  };
+  const std::string secret = "a cluster secret of some length";
+  const std::string dialler(protocol::kNonceBytes, 'd'), acceptor(protocol::kNonceBytes, 'a');
+  const std::string key = hmac(secret, "tally-peer-1" + dialler + acceptor);
+  const protocol::PeerAuth auth(secret, dialler, acceptor);
+  for (uint64_t seq : {uint64_t{0}, uint64_t{1}, uint64_t{0x0102030405060708}}) {
+    const std::string frame = "frame " + std::to_string(seq);
+    std::string seq_bytes;
+    for (int shift = 56; shift >= 0; shift -= 8)
+      seq_bytes.push_back(static_cast<char>(seq >> shift));
+    CHECK(auth.Mac(seq, protocol::FrameBytes(frame)) == hmac(key, seq_bytes + frame));
   }
 }
 
