@@ -22,6 +22,13 @@ void Cap(uint64_t cap, uint64_t cost, uint64_t wait_ms, Decision* decision) {
   decision->retry_after_ms = std::max<uint64_t>(wait_ms, 1);
 }
 
+// What is unheard asks for an early gossip round once it reaches this part
+// of the node's share: near a limit, where a share is a few units, that is
+// from the first admission on, so that the node's next request rarely finds
+// the last one unheard (a request beyond the share waits). Far from a limit a
+// share is large and nothing is asked.
+constexpr uint64_t kEarlyRoundPart = 8;
+
 }  // namespace
 
 int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after,
@@ -72,7 +79,7 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
       *check.turn_at_ms = now32;
     }
   };
-  if (2 * unheard_after <= share) return within_share();
+  if (unheard_after * kEarlyRoundPart <= share) return within_share();
   WantRound();
   if (unheard_after <= share) return within_share();
   // Beyond the share: with nothing unheard, the request passes; rationed, no

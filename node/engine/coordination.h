@@ -36,7 +36,8 @@
 //    burst on a fresh key) do not pass the limit together (the demarcation
 //    rule; Barbara and Garcia-Molina 1994), while a node with most of the
 //    demand gets most of what frees up, as a central limiter gives its
-//    clients. Once what is unheard reaches half the share, the node asks for
+//    clients. Once what is unheard reaches an eighth of the share (near a
+//    limit: the first admission), the node asks for
 //    an early gossip round (Settings::round_wanted), so that a steady stream
 //    of requests rarely meets the share at all. A request beyond it waits
 //    share_wait_ms (a gossip interval and delivery_ms: by then what this

@@ -183,7 +183,7 @@ class Limiter {
   Status Restore(const KeySnapshot& snapshot);
 
   // Called by a check when this node's unsent admissions on a key near its
-  // limit come to half its share of what remains (node/engine/coordination.h):
+  // limit come to an eighth of its share of what remains (coordination.h):
   // an early gossip round sends them, and the node's next admissions have a
   // whole share again. It is called under a shard's mutex, so it must return
   // at once and take no lock the Limiter's callers hold. Set once, before any

@@ -216,21 +216,21 @@ TEST_CASE("shares: random clusters admit the limit, at most N - 1 beyond") {
   }
 }
 
-// Half a share unheard asks for an early gossip round; far from the limit
-// nothing does.
-TEST_CASE("shares: half a share unheard asks for an early round") {
+// An eighth of a share unheard asks for an early gossip round; far from the
+// limit nothing does.
+TEST_CASE("shares: an eighth of a share unheard asks for an early round") {
   ManualClock clock(kMinuteStartMs);
   std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
   int asked = 0;
   nodes[0].limiter->SetRoundWanted([&asked] { ++asked; });
   for (int i = 0; i < 10; ++i)
     CHECK(nodes[0].Admit("far", {Algorithm::kFixedWindow, 1'000, 60'000}));
-  CHECK(asked == 0);
+  CHECK(asked == 0);  // 8 x 10 <= floor(990 / 3)
   const LimitSpec spec = kSpecs[0];
-  for (int i = 0; i < 14; ++i) CHECK(nodes[0].Admit("near", spec));
-  CHECK(asked == 0);  // 2 x 14 <= floor((100 - 14) / 3)
+  for (int i = 0; i < 4; ++i) CHECK(nodes[0].Admit("near", spec));
+  CHECK(asked == 0);  // 8 x 4 <= floor((100 - 4) / 3)
   CHECK(nodes[0].Admit("near", spec));
-  CHECK(asked == 1);  // 2 x 15 > floor(85 / 3)
+  CHECK(asked == 1);  // 8 x 5 > floor(95 / 3)
 }
 
 // A lone node (no peers) and the sliding log are never held to a share.
