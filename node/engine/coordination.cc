@@ -60,15 +60,22 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
   const size_t members = this->members() - std::min(unreachable, this->members() - 1);
   if (members <= 1) return;
   // Rationed (some node's view had no room lately): weighed by heard demand,
-  // with every member's floor. Otherwise equal, and exact (in doubles:
-  // integers below 2^53): remaining / members.
+  // with every member's floor, rounded down. Otherwise equal: remaining /
+  // members (exact in doubles: integers below 2^53), rounded up once it is a
+  // unit or more. Rounded up, the shares add up to at most members - 1 units
+  // beyond what remains, as many as the nodes may pass beyond their shares
+  // anyway (a request with nothing unheard, below); rounded down, a share of
+  // a few units below the limit made a node's second request within an early
+  // round wait, where a central limiter admits it. Below a unit, as under
+  // overload, a share stays 0: a node passes only with nothing unheard.
   const bool rationed = check.demand.denied > 0;
   const HeardDemand demand = rationed ? check.demand : HeardDemand();
   const double floor = std::max(1.0, demand.all / static_cast<double>(4 * members));
   const double own_part = demand.own + floor;
   const double all_parts = demand.all + static_cast<double>(members) * floor;
+  const double exact_share = static_cast<double>(decision->remaining) * own_part / all_parts;
   const auto share =
-      static_cast<uint64_t>(static_cast<double>(decision->remaining) * own_part / all_parts);
+      static_cast<uint64_t>(rationed || exact_share < 1 ? exact_share : std::ceil(exact_share));
   // Below 2^35 (costs and counts are at most kMaxLimit, 10^9; what is
   // unheard at most three windows of the node's own count): no overflow.
   const uint64_t unheard_after = check.unheard_before + check.cost;

@@ -20,14 +20,15 @@
 //    Settings::delivery_ms ago) stays within its share of what its view
 //    leaves of the limit after the admission. While no node's view has had
 //    room for all its requests lately (none heard of in the window or the
-//    one before), shares are equal, 1/N (N: the members it reaches, itself
-//    included; cut off from all, it enforces the limit alone). Once some
-//    has (the key is rationed), shares follow demand: each member weighs its
-//    heard demand d (what it admitted and what its view had no room for, as
-//    every node has heard of them: HeardDemand) plus a floor
-//    F = max(1, D / 4N) that every member gets (D: all members' demand); a
-//    share is remaining x (d + F) / (D + N F), and a node whose demand just
-//    started gets at least 1/(5N) until its peers hear of it.
+//    one before), shares are equal, 1/N (rounded up once a unit or more;
+//    N: the members it reaches, itself included; cut off from all, it
+//    enforces the limit alone). Once some has (the key is rationed), shares
+//    follow demand: each member weighs its heard demand d (what it admitted
+//    and what its view had no room for, as every node has heard of them:
+//    HeardDemand) plus a floor F = max(1, D / 4N) that every member gets
+//    (D: all members' demand); a share is remaining x (d + F) / (D + N F),
+//    rounded down, and a node whose demand just started gets at least
+//    1/(5N) until its peers hear of it.
 //    Since every node weighs the same heard figures, the shares add up to
 //    what remains (around a key's first heard denial, for about a delivery
 //    time, some nodes may weigh while others still share equally, and the

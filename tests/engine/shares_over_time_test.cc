@@ -184,9 +184,10 @@ TEST_CASE("shares over time: escrow's clients fare within 1.6x under skewed over
 }
 
 // Below the limit (Poisson arrivals at 0.8x over the nodes, three seeds),
-// the cluster denies little that the central limiter admits: under 0.8%.
+// the cluster denies little that the central limiter admits: under 0.4%.
 // The shares are equal while no view is full (weighing chance differences in
-// demand there denied 1%).
+// demand there denied 1%), and rounded up (rounded down, a share of a few
+// units left a node's second request within an early round waiting: 0.7%).
 TEST_CASE("shares over time: below the limit the cluster admits what a central limiter does") {
   for (const size_t members : {3, 5}) {
     CAPTURE(members);
@@ -198,7 +199,7 @@ TEST_CASE("shares over time: below the limit the cluster admits what a central l
       central += outcome.central_admitted;
     }
     MESSAGE("cluster " << cluster << " of central " << central);
-    CHECK(static_cast<double>(cluster) >= 0.992 * static_cast<double>(central));
+    CHECK(static_cast<double>(cluster) >= 0.996 * static_cast<double>(central));
   }
 }
 
