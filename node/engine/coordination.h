@@ -38,23 +38,24 @@
 //    rule; Barbara and Garcia-Molina 1994), while a node with most of the
 //    demand gets most of what frees up, as a central limiter gives its
 //    clients. Once what is unheard reaches an eighth of the share (near a
-//    limit: the first admission), the node asks for
-//    an early gossip round (Settings::round_wanted), so that a steady stream
-//    of requests rarely meets the share at all. A request beyond it waits
-//    share_wait_ms (a gossip interval and delivery_ms: by then what this
-//    node held back has been sent and has arrived, and the request passes if
-//    nothing else came). A request when nothing of this node's is unheard
-//    passes whatever its share, as far as the view allows: otherwise a
-//    request larger than a share would never pass. While the key is
-//    rationed, it passes no more often than the node's part of what frees
-//    up accrues its cost (CapToShare: its share of what remains per half
-//    share_wait_ms on a counting key, its weight's part of the refill on a
-//    bucket), so that nodes whose shares are below one request take turns
-//    by weight, as a central limiter serves their clients. So near the limit each node may
-//    pass the bound by one request (N - 1 units beyond it for unit costs, once views agree). Far
-//    from a limit a share is large and nothing waits. Token buckets weigh demand alike, per period
-//    of their slices (a quarter window) instead of per window: each node's cost in the live slices
-//    and its denials.
+//    limit: the first admission), the node asks for an early gossip round
+//    (Settings::round_wanted), so that a steady stream of requests rarely
+//    meets the share at all. A request beyond it waits share_wait_ms (a
+//    gossip interval and delivery_ms: by then what this node held back has
+//    been sent and has arrived, and the request passes if nothing else
+//    came). A request when nothing of this node's is unheard passes
+//    whatever its share, as far as the view allows: otherwise a request
+//    larger than a share would never pass. While the key is rationed, it
+//    passes no more often than the node's part of what frees up accrues its
+//    cost (CapToShare: its share of what remains per half share_wait_ms on a
+//    counting key, its weight's part of the refill on a bucket), so that
+//    nodes whose shares are below one request take turns by weight, as a
+//    central limiter serves their clients. So near the limit each node may
+//    pass the bound by one request (N - 1 units beyond it for unit costs,
+//    once views agree). Far from a limit a share is large and nothing waits.
+//    Token buckets weigh demand alike, per period of their slices (a quarter
+//    window) instead of per window: each node's cost in the live slices and
+//    its denials.
 //  - Gossip delay (node/engine/headroom.h): an admission within a much
 //    smaller share of what remains may wait before it is gossiped; one beyond
 //    goes at the next round. With escrow every admission goes at once: escrow

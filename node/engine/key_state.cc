@@ -37,10 +37,16 @@ DeniedCounts& DeniedOf(BucketEntry& entry) {
   return *entry.denied;
 }
 
+// The current window's counts become the previous window's; the current
+// one starts empty, in the previous one's memory.
+void RollWindow(GCounter& current, GCounter& previous) {
+  std::swap(previous, current);
+  current.Clear();
+}
+
 // The current window's denials become the previous window's.
 void ShiftDenied(DeniedCounts& denied) {
-  denied.previous = std::move(denied.current);
-  denied.current = GCounter();
+  RollWindow(denied.current, denied.previous);
   denied.own_previous = denied.own_current;
   denied.own_current = 0;
   denied.sent_previous = denied.sent_current;
@@ -175,8 +181,7 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
     entry.own_previous = entry.own_current;
     entry.own_current = 0;
     if (entry.remote) {
-      std::swap(entry.remote->previous, entry.remote->current);  // the slots' memory is reused
-      entry.remote->current.Clear();
+      RollWindow(entry.remote->current, entry.remote->previous);
       if (DeniedCounts* denied = entry.remote->denied.get()) ShiftDenied(*denied);
       if (entry.remote->previous.empty() && !entry.remote->denied) entry.remote.reset();
     }

@@ -17,7 +17,7 @@ constexpr size_t kSweepPerInsert = 2;
 constexpr size_t kMostSlotsAtOnce = 16;
 size_t SlotsForPeers(const Coordination& coordination) {
   const size_t members = coordination.members();
-  return std::clamp<size_t>(members > 1 ? members - 1 : 1, 1, kMostSlotsAtOnce);
+  return std::min(members > 1 ? members - 1 : 1, kMostSlotsAtOnce);
 }
 
 template <typename Entry>
