@@ -140,6 +140,11 @@ int main(int argc, char** argv) {
                  "Write changed counters this often; a crash loses at most this much")
       ->check(tally::bin::InRange(1, 60'000))
       ->capture_default_str();
+  app.add_option("--peer-flush-interval-ms", persister_options.peer_flush_interval_ms,
+                 "Write peers' counts merged into counters this often (a restart takes them "
+                 "from the peers first; only a node that no peer answers reads them from disk)")
+      ->check(tally::bin::InRange(1, 600'000))
+      ->capture_default_str();
   app.add_flag("--sync", sync,
                "fsync every flush (survives power loss); default: the WAL reaches the OS, "
                "which survives a crash of tallyd but not of the machine");

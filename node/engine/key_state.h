@@ -58,6 +58,9 @@ struct RemoteCounts {
   // When this node last took a turn (coordination.h: a request passed
   // beyond its share; on a rationed bucket, within it too).
   uint32_t turn_at_ms = 0;
+  // Peers' slots changed by a merge and not written to disk since, while
+  // this node's own did not change (node/engine/shard.h: peers_changed).
+  bool peers_unsaved = false;
   std::unique_ptr<DeniedCounts> denied;
 };
 

@@ -327,12 +327,12 @@ size_t Limiter::SweepExpired() {
   return freed;
 }
 
-void Limiter::CollectChanges(const SnapshotSink& sink) {
+void Limiter::CollectChanges(const SnapshotSink& sink, bool with_peer_changes) {
   KeySnapshot scratch;  // one snapshot, refilled for every key: no allocation per key
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    shard.CollectChanges(options_.node_id, &scratch, sink);
+    shard.CollectChanges(options_.node_id, with_peer_changes, &scratch, sink);
   }
 }
 

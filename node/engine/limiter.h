@@ -171,14 +171,18 @@ class Limiter {
   uint64_t erasures() const { return erasures_.load(std::memory_order_acquire); }
 
   // Persistence. With Options::track_changes, hands the sink a snapshot of
-  // every key whose state changed since the previous call (each key once).
+  // every key whose state changed since the previous call (each key once);
+  // but a counter whose peers' slots alone changed (a merge that brought
+  // nothing of this node's own) only in a call with_peer_changes, which
+  // takes every such change since the previous one. So a persister may
+  // write merges at a slower pace than this node's own admissions.
   // CollectAll does so for every key whose state has not expired, for a
   // checkpoint; afterwards no key counts as changed. The sink runs with a
   // shard locked: it must not call the Limiter.
   // Restore puts a snapshot back: counting algorithms and the bucket take the
   // slot-wise max (so restoring never lowers a count), the log is replaced;
   // an expired snapshot is ignored. Restore does not count as a change.
-  void CollectChanges(const SnapshotSink& sink);
+  void CollectChanges(const SnapshotSink& sink, bool with_peer_changes = true);
   void CollectAll(const SnapshotSink& sink);
   Status Restore(const KeySnapshot& snapshot);
 

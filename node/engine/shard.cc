@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "node/engine/decide.h"
 
@@ -91,12 +92,38 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
   snapshot->bucket_heard_at_ms = entry.heard_at_ms;
 }
 
+// How many entries ahead a pass over a class's changed or deferred entries
+// prefetches.
+constexpr size_t kCollectAhead = 8;
+
+// The memory outside an entry that snapshotting it reads first.
+const void* OutsideState(const CounterEntry& entry) { return entry.remote.get(); }
+const void* OutsideState(const LogEntry& entry) { return entry.own.stamps.data(); }
+const void* OutsideState(const BucketEntry& entry) { return entry.state.nodes.data(); }
+
+// For a pass over `changed` (entries are scattered) at i: fetches the entry
+// kCollectAhead ahead, and what the one half as far ahead points to if it is
+// still marked `mark` (its entry has arrived by then).
+template <typename Entry>
+void PrefetchAhead(const std::vector<Entry*>& changed, size_t i, int mark) {
+  if (i + kCollectAhead < changed.size()) __builtin_prefetch(changed[i + kCollectAhead]);
+  if (i + kCollectAhead / 2 < changed.size()) {
+    const Entry* ahead = changed[i + kCollectAhead / 2];
+    if (ahead->key.marked(mark)) {
+      if (const void* outside = OutsideState(*ahead)) __builtin_prefetch(outside);
+    }
+  }
+}
+
 // Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
 // storage mark: it is saved.
 template <typename Entry>
 void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self, KeySnapshot* scratch,
              const SnapshotSink& sink) {
   entry.key.set_marked(kStorageMark, false);
+  if constexpr (std::is_same_v<Entry, CounterEntry>) {
+    if (entry.remote) entry.remote->peers_unsaved = false;  // the snapshot holds every slot
+  }
   scratch->key.assign(entry.key.view());
   scratch->algorithm = limit_class.algorithm;
   scratch->window_ms = limit_class.window_ms;
@@ -104,16 +131,36 @@ void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self, Ke
   sink(*scratch);
 }
 
-// Snapshots each changed entry once: the list may name an entry twice (freed
-// and reused since) or name a freed one; only a marked entry counts.
+// Whether a merge changed the entry's peers' slots alone since it was stored.
+template <typename Entry>
+bool PeersUnsaved(const Entry& entry) {
+  if constexpr (std::is_same_v<Entry, CounterEntry>) {
+    return entry.remote && entry.remote->peers_unsaved;
+  } else {
+    return false;
+  }
+}
+
+// Snapshots each changed entry once (with_peer_changes: those whose peers'
+// slots alone changed too): the lists may name an entry twice (freed and
+// reused since) or name a freed one; only a marked or flagged entry counts.
 template <typename Entry>
 void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
-                           KeySnapshot* scratch, const SnapshotSink& sink) {
+                           bool with_peer_changes, KeySnapshot* scratch, const SnapshotSink& sink) {
   for (auto& limit_class : classes) {
-    for (Entry* entry : limit_class.changed[kStorageMark]) {
-      if (entry->key.marked(kStorageMark)) Collect(limit_class, *entry, self, scratch, sink);
+    const std::vector<Entry*>& changed = limit_class.changed[kStorageMark];
+    for (size_t i = 0; i < changed.size(); ++i) {
+      PrefetchAhead(changed, i, kStorageMark);
+      if (changed[i]->key.marked(kStorageMark)) {
+        Collect(limit_class, *changed[i], self, scratch, sink);
+      }
     }
     limit_class.changed[kStorageMark].clear();
+    if (!with_peer_changes) continue;
+    for (Entry* entry : limit_class.peers_changed) {
+      if (PeersUnsaved(*entry)) Collect(limit_class, *entry, self, scratch, sink);
+    }
+    limit_class.peers_changed.clear();
   }
 }
 
@@ -125,11 +172,15 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
     limit_class.table->ForEach([&](Entry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
         entry.key.set_marked(kStorageMark, false);
+        if constexpr (std::is_same_v<Entry, CounterEntry>) {
+          if (entry.remote) entry.remote->peers_unsaved = false;
+        }
       } else {
         Collect(limit_class, entry, self, scratch, sink);
       }
     });
     limit_class.changed[kStorageMark].clear();
+    limit_class.peers_changed.clear();
   }
 }
 
@@ -146,7 +197,7 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
   LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
   if (!limit_class) {
     classes.push_back(
-        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}});
+        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}, {}});
     limit_class = &classes.back();
   }
   budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
@@ -157,10 +208,6 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
 }
 
 namespace {
-
-// How many entries ahead a pass over a class's changed or deferred entries
-// prefetches.
-constexpr size_t kCollectAhead = 8;
 
 // Sets `which` on the entry and lists it in its class, unless it is set already.
 template <typename Entry>
@@ -232,6 +279,15 @@ template <typename Entry>
 void Shard::MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                        Entry* entry) {
   if (track_changes) Mark(*FindClass(classes, spec.algorithm, spec.window_ms), entry, kStorageMark);
+}
+
+void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
+  if (!track_changes || entry->key.marked(kStorageMark) || !entry->remote ||
+      entry->remote->peers_unsaved) {
+    return;
+  }
+  entry->remote->peers_unsaved = true;
+  FindClass(counters, spec.algorithm, spec.window_ms)->peers_changed.push_back(entry);
 }
 
 template <typename Entry>
@@ -558,9 +614,20 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     entry->window_index = std::max(now_window, counts.window_index);
   }
   AdvanceTo(*entry, now_window);
+  const int64_t window_before = entry->window_index;
+  const uint32_t own_current_before = entry->own_current;
+  const uint32_t own_previous_before = entry->own_previous;
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
   MergeDenied(*entry, self, counts.window_index, snapshot.denied);
-  MarkMerged(counters, spec, entry);
+  // Most merges bring peers' slots alone: those are stored at the slower
+  // pace of the peer changes (Limiter::CollectChanges); a merge that gives
+  // this node back its own admissions (after a restart) is stored at once.
+  if (entry->window_index != window_before || entry->own_current != own_current_before ||
+      entry->own_previous != own_previous_before) {
+    MarkMerged(counters, spec, entry);
+  } else {
+    MarkPeersMerged(spec, entry);
+  }
   return Status::OK();
 }
 
@@ -605,10 +672,11 @@ bool Shard::Erase(KeyBudget& budget, std::string_view key, size_t hash, const Li
   return erased;
 }
 
-void Shard::CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink) {
-  CollectChangedClasses(counters, self, scratch, sink);
-  CollectChangedClasses(logs, self, scratch, sink);
-  CollectChangedClasses(buckets, self, scratch, sink);
+void Shard::CollectChanges(NodeId self, bool with_peer_changes, KeySnapshot* scratch,
+                           const SnapshotSink& sink) {
+  CollectChangedClasses(counters, self, with_peer_changes, scratch, sink);
+  CollectChangedClasses(logs, self, with_peer_changes, scratch, sink);
+  CollectChangedClasses(buckets, self, with_peer_changes, scratch, sink);
 }
 
 void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeySnapshot* scratch,
@@ -624,13 +692,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   for (auto& limit_class : counters) {
     const std::vector<CounterEntry*>& changed = limit_class.changed[kGossipMark];
     for (size_t i = 0; i < changed.size(); ++i) {
-      // Entries are scattered: each is fetched kCollectAhead entries early,
-      // and its remote counts half as early.
-      if (i + kCollectAhead < changed.size()) __builtin_prefetch(changed[i + kCollectAhead]);
-      if (i + kCollectAhead / 2 < changed.size()) {
-        const CounterEntry* ahead = changed[i + kCollectAhead / 2];
-        if (ahead->key.marked(kGossipMark)) __builtin_prefetch(ahead->remote.get());
-      }
+      PrefetchAhead(changed, i, kGossipMark);
       CounterEntry* entry = changed[i];
       if (!entry->key.marked(kGossipMark)) continue;
       if (entry->remote) {

@@ -62,6 +62,11 @@ struct LimitClass {
   // when its key's mark is set. May name entries freed (and perhaps reused)
   // since; only those still marked count, each once.
   std::vector<Entry*> changed[CompactKey::kMarkCount];
+  // Counters only: entries whose peers' slots a merge changed while their
+  // own did not (RemoteCounts::peers_unsaved, set when listed; not marked
+  // kStorageMark), for CollectChanges with peer changes. Like `changed`, it
+  // may name entries freed or reused since: only a flagged one counts.
+  std::vector<Entry*> peers_changed;
   // Entries whose admissions may wait, each with the time by which they go
   // out, oldest first (one delay per class, so also by due time). Like
   // `changed`, it may name entries freed or reused since: only an entry still
@@ -123,8 +128,10 @@ struct alignas(64) Shard {
   bool Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec);
 
   // Hands the sink a snapshot (built in *scratch) of every entry changed
-  // since the last call.
-  void CollectChanges(NodeId self, KeySnapshot* scratch, const SnapshotSink& sink);
+  // since the last call; with_peer_changes: also of every counter whose
+  // peers' slots alone changed since the last call that took those.
+  void CollectChanges(NodeId self, bool with_peer_changes, KeySnapshot* scratch,
+                      const SnapshotSink& sink);
   // The same for every live entry; afterwards none counts as changed.
   void CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
   // Gossip deltas: for each entry admitted to since the last call and due
@@ -150,6 +157,9 @@ struct alignas(64) Shard {
   // A peer's state merged in: a change to store, never relayed.
   template <typename Entry>
   void MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
+  // A counter's merge that changed its peers' slots only: stored with the
+  // peer changes (peers_changed), unless it is marked already.
+  void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
   // An admission here: a change to store and to gossip, at the next round
   // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
   template <typename Entry>

@@ -10,7 +10,10 @@
 namespace tally {
 
 Persister::Persister(const Options& options, Limiter* limiter, storage::Store* store)
-    : options_(options), limiter_(limiter), store_(store) {}
+    : options_(options),
+      limiter_(limiter),
+      store_(store),
+      last_peer_write_ms_(options.clock->MonotonicMs()) {}
 
 // Owners call Stop themselves to learn how the final checkpoint went; here it
 // is only the last resort, and WriteRun has logged any failure.
@@ -49,7 +52,7 @@ Status Persister::Stop() {
   last_writes_ = true;
   const bool covered_by_changes = !unsaved_;  // else only a checkpoint covers a failed write
   if (covered_by_changes) {
-    if (Status status = WriteChangesLocked(); !status.ok()) return status;
+    if (Status status = WriteChangesLocked(true); !status.ok()) return status;
   }
   const Status checkpoint = CheckpointLocked();
   const int64_t elapsed_ms = options_.clock->MonotonicMs() - started_ms;
@@ -80,12 +83,16 @@ Status Persister::Flush() {
   if (unsaved_ || limiter_->erasures() != erasures_checkpointed_ || store_->CheckpointDue()) {
     return CheckpointLocked();
   }
-  return WriteChangesLocked();
+  const bool peers_due =
+      options_.clock->MonotonicMs() - last_peer_write_ms_ >= options_.peer_flush_interval_ms;
+  return WriteChangesLocked(peers_due);
 }
 
-Status Persister::WriteChangesLocked() {
-  return WriteRun(false, [this](storage::Store::Run* run) {
-    limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
+Status Persister::WriteChangesLocked(bool with_peer_changes) {
+  if (with_peer_changes) last_peer_write_ms_ = options_.clock->MonotonicMs();
+  return WriteRun(false, [this, with_peer_changes](storage::Store::Run* run) {
+    limiter_->CollectChanges([run](const KeySnapshot& snapshot) { run->Add(snapshot); },
+                             with_peer_changes);
   });
 }
 
@@ -96,6 +103,7 @@ Status Persister::Checkpoint() {
 
 Status Persister::CheckpointLocked() {
   const uint64_t erasures = limiter_->erasures();  // before collecting: a later erase is not in it
+  last_peer_write_ms_ = options_.clock->MonotonicMs();  // a checkpoint takes every key
   const Status status = WriteRun(true, [this](storage::Store::Run* run) {
     limiter_->CollectAll([run](const KeySnapshot& snapshot) { run->Add(snapshot); });
   });

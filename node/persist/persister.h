@@ -17,8 +17,17 @@
 // too: runs only add or raise state, so only a checkpoint (which replaces
 // them) takes an erased key off the disk.
 //
-// What a crash loses: the changes of at most one flush interval (plus the
-// flush in progress) on this node. Stop() loses nothing: it writes what
+// Peers' slots that a merge changed while this node's own did not are
+// written at most every peer_flush_interval_ms (Limiter::CollectChanges with
+// peer changes), not at every flush: on a key that several peers admit to,
+// their merges arrive at different times, and writing each one again costs
+// a cluster node more than its own admissions do. A restarted node gets
+// those slots back from its peers' full syncs anyway (it waits for them);
+// what it reads from disk matters only when no peer answers.
+//
+// What a crash loses: this node's changes of at most one flush interval
+// (plus the flush in progress), and peers' slots merged in the last
+// peer_flush_interval_ms, which the peers still hold. Stop() loses nothing: it writes what
 // changed since the last write (the smallest write that covers it all),
 // using the room the store keeps for it (Store::BeginLastWrites), then a
 // checkpoint, so that the next start reads a single run, and marks the
@@ -47,6 +56,7 @@ class Persister {
  public:
   struct Options {
     int64_t flush_interval_ms = 1'000;
+    int64_t peer_flush_interval_ms = 10'000;   // see above; at most flush_interval_ms: every flush
     int64_t compaction_interval_ms = 600'000;  // 0: never
     // Times how long writes have been failing and the final write. Not owned;
     // must outlive the Persister.
@@ -86,7 +96,9 @@ class Persister {
   // it unless it is an empty delta, and counts the outcome.
   Status WriteRun(bool checkpoint, const std::function<void(storage::Store::Run*)>& collect);
   Status CheckpointLocked();
-  Status WriteChangesLocked();
+  // with_peer_changes: the peers' slots that changed alone too (and then
+  // last_peer_write_ms_ moves on).
+  Status WriteChangesLocked(bool with_peer_changes);
   // With flush_mu_ and stats_mu_ held, stats_ updated: logs a failed write,
   // or the first that succeeds after failures.
   void LogOutcome(const Status& status, bool was_degraded);
@@ -105,7 +117,10 @@ class Persister {
   // Guarded by flush_mu_: when the writes began to fail, and the last failure was logged.
   int64_t failing_since_ms_ = 0, failure_logged_ms_ = 0;  // Options::clock's MonotonicMs
   bool last_writes_ = false;                              // Stop is writing; guarded by flush_mu_
-  mutable std::mutex stats_mu_;                           // guards stats_; never held across I/O
+  // When peer changes were last collected (Options::clock's MonotonicMs;
+  // the start counts: nothing waited before it); guarded by flush_mu_.
+  int64_t last_peer_write_ms_;
+  mutable std::mutex stats_mu_;  // guards stats_; never held across I/O
   Stats stats_;
   std::thread flush_thread_;
   std::thread compaction_thread_;

@@ -39,11 +39,12 @@
 //     decision grows when the machine is busy, so one pair is noisy). CPU time, so how many
 //     cores the nodes share does not matter. Read before the load and, for
 //     the cluster, once its gossip is quiet: no node's sent delta entries
-//     changed for 1 s (polled every 100 ms) and every node holds the same
+//     changed for 3.5 s (polled every 100 ms; the nodes write peers' slots
+//     every 2 s, --peer-flush-interval-ms, so those writes are in) and every node holds the same
 //     counts (inspect) of 16 keys sampled over the workload's key space; at
 //     most 30 s (then settle_ms is marked !). A node may defer sending keys
 //     far from their limits, so the load's end is not the gossip's. The
-//     wait is reported (settle_ms, that second included); the local-only
+//     wait is reported (settle_ms, those 3.5 s included); the local-only
 //     nodes are polled for the same time. Three workloads: "far", every key far from its
 //     limit (100k uniform keys, the default limit 10^9 per 60 s); "2x",
 //     every key at twice its limit (75k uniform keys, each sent checks /

@@ -23,7 +23,15 @@ using cluster::LocalCluster;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kPollMs = 100;
-constexpr int kQuietMs = 1'000;        // gossip is quiet once no node sent an entry for this long
+// Every node writes peers' slots that merges alone changed every
+// kPeerFlushMs (tallyd's default is 10 s; shorter here, so that those
+// writes fall within the measurement: fewer merges share a write than by
+// default, so the figure is if anything high).
+constexpr int kPeerFlushMs = 2'000;
+// Gossip is quiet once no node sent an entry for this long: by then every
+// node has merged what it was sent and written it (a flush interval, 1 s,
+// after the peer flush interval).
+constexpr int kQuietMs = kPeerFlushMs + 1'500;
 constexpr int kMostSettleMs = 30'000;  // and waiting for that ends after this long anyway
 constexpr size_t kSampledKeys = 16;    // the keys Agree compares
 
@@ -162,7 +170,8 @@ struct CpuRun {
 // before the load and after Settle(settle_ms).
 CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Workload& workload,
                double settle_ms) {
-  auto cluster = Start(settings, nodes, gossip);
+  auto cluster =
+      Start(settings, nodes, gossip, {"--peer-flush-interval-ms", std::to_string(kPeerFlushMs)});
   const double cpu_before = CpuSeconds(*cluster);
   const uint64_t entries_before = EntriesSent(*cluster);
   const nlohmann::json load =

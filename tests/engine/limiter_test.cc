@@ -1,6 +1,7 @@
 // Unit tests of the limiter engine (node/engine/limiter.h) on a manual clock.
 #include "node/engine/limiter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <string>
@@ -440,6 +441,15 @@ std::vector<KeySnapshot> Collect(Limiter& limiter, bool all = false) {
   return collected;
 }
 
+// What CollectChanges without the peers' changes hands over: the keys.
+std::vector<std::string> CollectOwnChanges(Limiter& limiter) {
+  std::vector<std::string> keys;
+  limiter.CollectChanges([&](const KeySnapshot& snapshot) { keys.push_back(snapshot.key); },
+                         /*with_peer_changes=*/false);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
 // With change tracking, each changed key is reported once per collection,
 // with its current state; without it, nothing is recorded.
 TEST_CASE("collect changes reports each changed key once") {
@@ -483,6 +493,49 @@ TEST_CASE("collect changes survives freed and reused entries") {
   changes = Collect(limiter);
   REQUIRE(changes.size() == 1);
   CHECK(changes[0].counts.current.Get(1) == 2);
+}
+
+// A merge that changes only peers' slots of a counter waits for a collection
+// with the peers' changes (once, whatever merges came since); one that gives
+// back this node's own slot, or an admission here, is collected at once, with
+// every slot, and then nothing waits.
+TEST_CASE("peers' slots alone are collected only with the peer changes") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 100, 1'000};
+  WindowCounts peer;
+  peer.window_index = kStartMs / 1'000;
+  peer.current.MergeSlot(2, 5);
+  REQUIRE(MergeCounts(limiter, "peers", spec, peer).ok());
+  REQUIRE(MergeCounts(limiter, "admitted", spec, peer).ok());
+  peer.current.MergeSlot(2, 7);
+  REQUIRE(MergeCounts(limiter, "peers", spec, peer).ok());
+  WindowCounts own = peer;
+  own.current.MergeSlot(1, 4);  // what a peer holds of this node's slot
+  REQUIRE(MergeCounts(limiter, "own", spec, own).ok());
+  Decision decision;
+  REQUIRE(limiter.Check("admitted", spec, 1, &decision).ok());
+  // Own slots changed on "own" (by the merge) and "admitted" (by a check).
+  CHECK(CollectOwnChanges(limiter) == std::vector<std::string>{"admitted", "own"});
+  CHECK(CollectOwnChanges(limiter).empty());
+  const std::vector<KeySnapshot> with_peers = Collect(limiter);
+  REQUIRE(with_peers.size() == 1);
+  CHECK(with_peers[0].key == "peers");
+  CHECK(with_peers[0].counts.current.Get(2) == 7);
+  CHECK(Collect(limiter).empty());
+  // A peer's merge on a key this node then admits to goes with the admission.
+  peer.current.MergeSlot(2, 9);
+  REQUIRE(MergeCounts(limiter, "admitted", spec, peer).ok());
+  REQUIRE(limiter.Check("admitted", spec, 1, &decision).ok());
+  const std::vector<KeySnapshot> admitted = Collect(limiter);
+  REQUIRE(admitted.size() == 1);
+  CHECK(admitted[0].counts.current.Get(2) == 9);
+  CHECK(admitted[0].counts.current.Get(1) == 2);
+  // A checkpoint takes what waits: nothing is left for the next collection.
+  peer.current.MergeSlot(2, 11);
+  REQUIRE(MergeCounts(limiter, "peers", spec, peer).ok());
+  CHECK(Collect(limiter, /*all=*/true).size() == 3);
+  CHECK(Collect(limiter).empty());
 }
 
 // CollectAll snapshots every live key of every algorithm, leaves out expired

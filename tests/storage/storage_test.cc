@@ -539,5 +539,56 @@ TEST_CASE("storage: Persister checkpoints after an erase, which drops the key fr
   CHECK(persister.stats().flushes == 3);
 }
 
+// Peers' slots that merges alone changed are written by the first flush a
+// peer flush interval after the last such write (the flushes between write
+// this node's changes only), and Stop writes whatever waits.
+TEST_CASE("storage: Persister writes peers' slots at their own pace, and all at Stop") {
+  ManualClock clock(kStartMs);
+  TempDir dir;
+  std::unique_ptr<Store> store = OpenStore(dir.Path("data"), &clock);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  Persister::Options options;
+  options.peer_flush_interval_ms = 10'000;
+  options.clock = &clock;
+  Persister persister(options, &limiter, store.get());
+  const LimitSpec spec{Algorithm::kFixedWindow, 100, 3'600'000};
+  const auto merge_peer = [&](uint64_t count) {
+    KeySnapshot snapshot;
+    snapshot.key = "k";
+    snapshot.algorithm = spec.algorithm;
+    snapshot.window_ms = spec.window_ms;
+    snapshot.counts.window_index = kStartMs / 3'600'000;
+    snapshot.counts.current.MergeSlot(2, count);
+    REQUIRE(limiter.Merge(snapshot).ok());
+  };
+  const auto peer_slot_on_disk = [&] {
+    Store::LoadStats stats;
+    uint64_t slot = 0;
+    for (const KeySnapshot& loaded : LoadAll(*store, &stats)) {
+      slot = std::max(slot, loaded.counts.current.Get(2));
+    }
+    return slot;
+  };
+  merge_peer(3);
+  clock.AdvanceMs(1'000);
+  REQUIRE(persister.Flush().ok());
+  CHECK(peer_slot_on_disk() == 0);
+  clock.AdvanceMs(9'000);
+  REQUIRE(persister.Flush().ok());
+  CHECK(peer_slot_on_disk() == 3);
+  merge_peer(4);
+  clock.AdvanceMs(1'000);
+  REQUIRE(persister.Flush().ok());
+  CHECK(peer_slot_on_disk() == 3);
+  // An admission here writes the key at once, with the peer's slot.
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+  REQUIRE(persister.Flush().ok());
+  CHECK(peer_slot_on_disk() == 4);
+  merge_peer(6);
+  REQUIRE(persister.Stop().ok());
+  CHECK(peer_slot_on_disk() == 6);
+}
+
 }  // namespace
 }  // namespace tally
