@@ -144,9 +144,11 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
     if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
     if (!entry) *fresh = std::make_unique<RemoteCounts>();
     RemoteCounts& remote = entry ? *entry->remote : **fresh;
+    if (!remote.epoch) remote.epoch = std::make_unique<EscrowEpoch>();
+    EscrowEpoch& epoch = *remote.epoch;
     const int64_t epoch_ms = settings_.escrow_epoch_ms;
     const int64_t epoch_index = check.now_ms / epoch_ms;
-    if (remote.epoch.Stale(epoch_index, check.window_index)) {
+    if (epoch.Stale(epoch_index, check.window_index)) {
       // What the view leaves at the epoch's end: the sliding counter's previous
       // window weighs less by then, and that room is this epoch's to share.
       const int64_t window_start_ms = check.window_index * static_cast<int64_t>(spec.window_ms);
@@ -162,13 +164,13 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
       const DeniedCounts* denied = remote.denied.get();
       const uint64_t own_denied =
           denied ? denied->current.Get(settings_.self) + denied->previous.Get(settings_.self) : 0;
-      remote.epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self,
-                         own_current, uint64_t{own_current} + own_previous + own_denied,
-                         remote.current, remote.previous, denied ? &denied->current : nullptr,
-                         denied ? &denied->previous : nullptr, members);
+      epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self, own_current,
+                  uint64_t{own_current} + own_previous + own_denied, remote.current,
+                  remote.previous, denied ? &denied->current : nullptr,
+                  denied ? &denied->previous : nullptr, members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * epoch_ms - check.now_ms);
-    if (!idle) Cap(remote.epoch.Left(own_current), check.cost, epoch_left_ms, decision);
+    if (!idle) Cap(epoch.Left(own_current), check.cost, epoch_left_ms, decision);
   }
   // Cut off from some peers, in the share mode: keep to this node's equal
   // share of the limit, counting only its own admissions.

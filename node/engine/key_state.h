@@ -44,9 +44,13 @@ struct DeniedCounts {
 // here; or once this node's unsent admissions on it come near its share of
 // what remains (node/engine/coordination.h).
 struct RemoteCounts {
+  // Peers' slots changed by a merge and not written to disk since, while
+  // this node's own did not change (node/engine/shard.h: peers_changed).
+  // First: in the cache line a merge reads anyway.
+  bool peers_unsaved = false;
   GCounter current;
   GCounter previous;
-  EscrowEpoch epoch;
+  std::unique_ptr<EscrowEpoch> epoch;  // with escrow only, from the key's first check
   // What this node admitted on the key and has not sent to its peers yet,
   // meaningful only while the entry is marked as having something to send
   // (node/engine/shard.h); kUnsentUnknown: as much as its own slots.
@@ -58,9 +62,6 @@ struct RemoteCounts {
   // When this node last took a turn (coordination.h: a request passed
   // beyond its share; on a rationed bucket, within it too).
   uint32_t turn_at_ms = 0;
-  // Peers' slots changed by a merge and not written to disk since, while
-  // this node's own did not change (node/engine/shard.h: peers_changed).
-  bool peers_unsaved = false;
   std::unique_ptr<DeniedCounts> denied;
 };
 
