@@ -47,8 +47,8 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
   }
   const uint64_t remaining = view_remaining > unheard ? view_remaining - unheard : 0;
 
-  // Weights: recent demand plus a floor of 1/(4N) of all of it (at least 1),
-  // which every member gets, those without demand included.
+  // Weights: recent demand, but at least a floor of 1/(4N) of all of it (at
+  // least 1), which every member gets, those without demand included.
   others_.clear();
   uint64_t all_recent = self_recent;
   for (const GCounter* counts :
@@ -67,10 +67,10 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
       std::max<uint64_t>(1, all_recent / (4 * std::max<size_t>(cluster_size, 1)));
   const size_t known = others_.size() + 1;
   const size_t newcomers = cluster_size > known ? cluster_size - known : 0;
-  const uint64_t self_weight = SaturatingAdd(self_recent, floor_weight);
+  const uint64_t self_weight = std::max(self_recent, floor_weight);
   uint64_t total = SaturatingAdd(self_weight, newcomers * floor_weight);
   for (Other& other : others_) {
-    other.allowance = SaturatingAdd(other.allowance, floor_weight);  // now the weight
+    other.allowance = std::max(other.allowance, floor_weight);  // now the weight
     total = SaturatingAdd(total, other.allowance);
   }
   // Floors of the shares, then the units they leave go one each to the

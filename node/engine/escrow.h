@@ -12,11 +12,14 @@
 //
 //  - Shares follow demand: node j weighs its recent demand (its admissions
 //    and the requests it was denied, current and previous window; its own
-//    denials as its peers have heard of them) plus a floor
+//    denials as its peers have heard of them), but at least a floor
 //    F = max(1, all recent demand / 4N) that every member gets, those
-//    without demand included. So the busiest node gets most of the
-//    remainder, and a node whose demand just started still gets at least
-//    about 1/(5N) of it each epoch: it is not starved. (Admissions alone
+//    without demand included. So a node's share of the remainder is its
+//    share of the demand, and a node whose demand just started still gets
+//    at least about 1/(5N) of it each epoch: it is not starved. (The floor
+//    used to be added to every weight: then a quiet node with some demand
+//    got more than its part, and its clients up to 1.7x what a central
+//    limiter gives them under skew.) (Admissions alone
 //    would keep whatever split a key started with: under saturation each
 //    node admits what it was allowed.) A share is floor(R * w / W), and the units the floors leave
 //    go one each to the largest remainders, so the allowances of an epoch sum to exactly R and no

@@ -30,18 +30,24 @@ uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
   return epoch.allowance();
 }
 
-// Shares follow recent demand plus a floor of all of it / 4N that every
+// Shares follow recent demand, with a floor of all of it / 4N that every
 // member gets, those without demand too.
 TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
   const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 33
-  // 600 * 132 / (132 + 132 + 232) = 159.7; the floors leave 2, for the two
-  // largest remainders (nodes 1 and 2, 0.7 each, before node 3's 0.6).
-  CHECK(FirstAllowance(600, 1, 99, others, 3) == 160);
-  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 160);
-  CHECK(FirstAllowance(600, 1, 99, others, 5) == 144);  // floor 19: 600 * 118 / 492 = 143.9
+  // 600 * 99 / 397 = 149.6 for nodes 1 and 2, 300.8 for node 3; the floors
+  // leave 2, for the two largest remainders (node 3's 0.76, then node 1's
+  // 0.62, which ties with node 2's and has the lower id).
+  CHECK(FirstAllowance(600, 1, 99, others, 3) == 150);
+  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 149);
+  // Two members without admissions weigh the floor, 19: 600 * 99 / 435 = 136.6.
+  CHECK(FirstAllowance(600, 1, 99, others, 5) == 137);
   CHECK(FirstAllowance(0, 1, 99, others, 3) == 0);
   // A node that has admitted nothing still gets about 1/(5N).
-  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 100);  // 1000 * 124 / (124 + 1122)
+  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 111);  // 1000 * 124 / (124 + 998)
+  // A node with less demand than the floor weighs the floor; one above it,
+  // its demand alone (it used to get the floor on top: more than its part).
+  CHECK(FirstAllowance(1'000, 1, 10, {{2, 890}, {3, 100}}, 3) == 77);  // 1000 * 83 / 1073 = 77.4
+  CHECK(FirstAllowance(1'000, 3, 100, {{1, 10}, {2, 890}}, 3) == 93);  // 1000 * 100 / 1073 = 93.2
   // The last units go to the largest remainders (ties: the lowest id), not to nobody.
   CHECK(FirstAllowance(2, 1, 10, others, 3) == 0);
   CHECK(FirstAllowance(2, 3, 199, {{1, 10}, {2, 99}}, 3) == 1);
@@ -72,10 +78,10 @@ TEST_CASE("escrow: spending not heard of yet is held back") {
   CHECK(epoch.Stale(1, 7));
   other.MergeSlot(2, 20);  // seen 10 of node 2's 50; this node spent 10: the view leaves 80
   epoch.Begin(1, 7, 80, 1, 20, 20, other, GCounter(), nullptr, nullptr, 2);
-  CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 30 / 60
+  CHECK(epoch.allowance() == 20);  // (80 - 40 unheard) * 20 / 40
   other.MergeSlot(2, 60);          // all of it heard by the next epoch: nothing held back
   epoch.Begin(2, 7, 20, 1, 20, 20, other, GCounter(), nullptr, nullptr, 2);
-  CHECK(epoch.allowance() == 6);  // floor 10: weights 30 and 70: 6 and 14
+  CHECK(epoch.allowance() == 5);  // floor 10: weights 20 and 60: 5 and 15
 }
 
 // Nodes at the given demand per ms, gossiping every 50 ms and each round's
@@ -204,8 +210,8 @@ TEST_CASE("escrow: an idle key admits any cost up to the limit") {
     REQUIRE(limiter.Check(key, spec, 60, &decision).ok());
     CHECK(decision.allowed);  // a third of 100 would be 33
     CHECK(decision.remaining == 40);
-    // In use now: this node's share of 40 weighs its 60 (plus a floor of 5)
-    // against the floors of two members without admissions: 40 x 65 / 75 = 34.
+    // In use now: this node's share of 40 weighs its 60 against the floors
+    // (5) of two members without admissions: 40 x 60 / 70 = 34.
     REQUIRE(limiter.Check(key, spec, 35, &decision).ok());
     CHECK_FALSE(decision.allowed);
     CHECK(decision.remaining == 40);
@@ -225,33 +231,35 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   peer.algorithm = spec.algorithm;
   peer.window_ms = spec.window_ms;
   peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 49);  // floor 6: the peer weighs 55, this node 6
+  peer.counts.current.MergeSlot(2, 49);  // floor 6: the peer weighs 49, this node 6
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
-  CHECK(decision.remaining == 51);  // the cluster's; the share is 5: 51 * 6 / 61
-  REQUIRE(limiter.Check("k", spec, 6, &decision).ok());
+  // The cluster's; the share is 6: 51 * 6 / 55 = 5.56, and the unit the
+  // floors leave (its remainder beats the peer's 0.44).
+  CHECK(decision.remaining == 51);
+  REQUIRE(limiter.Check("k", spec, 7, &decision).ok());
   CHECK_FALSE(decision.allowed);
   CHECK(decision.remaining == 51);
-  REQUIRE(limiter.Check("k", spec, 5, &decision).ok());
+  REQUIRE(limiter.Check("k", spec, 6, &decision).ok());
   CHECK(decision.allowed);
-  CHECK(decision.remaining == 46);
+  CHECK(decision.remaining == 45);
   clock.AdvanceMs(30);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
   CHECK_FALSE(decision.allowed);  // the share is spent for this epoch
   CHECK(decision.retry_after_ms == 170);
-  // A new epoch: 46 left in this view, but node 2 was allowed 46 of the last
+  // A new epoch: 45 left in this view, but node 2 was allowed 45 of the last
   // epoch and none of its spending has been heard of: nothing left.
   clock.AdvanceMs(170);
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
   CHECK_FALSE(decision.allowed);  // a peek: not even one unit is this node's
-  CHECK(decision.remaining == 46);
+  CHECK(decision.remaining == 45);
   CHECK(decision.retry_after_ms == 200);
   peer.counts.current.MergeSlot(2, 99);  // it did spend all of them
   REQUIRE(limiter.Merge(peer).ok());
   clock.AdvanceMs(200);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
-  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 5 used
+  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 6 used
   CHECK(decision.remaining == 0);
   Limiter::Options alone_options{1, 1'000, &clock};
   alone_options.escrow_epoch_ms = 200;  // cluster_size 1: nothing to share with

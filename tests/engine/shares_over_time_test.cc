@@ -171,14 +171,16 @@ TEST_CASE("shares over time: under skewed overload each node's clients fare with
   }
 }
 
-// Escrow weighs demand too (denials included): the same within 1.6x (its
-// allowances are fixed for an epoch, four rounds).
-TEST_CASE("shares over time: escrow's clients fare within 1.6x under skewed overload") {
+// Escrow weighs demand too (denials included), with a floor for nodes of
+// little demand: the same within 1.5x. (With the floor added to every
+// weight, quiet nodes' clients got up to 1.50x at 10x on 5 nodes, 1.31x at
+// 2x on 3; with the floor as a least weight, 1.00-1.11 and 0.70-1.00.)
+TEST_CASE("shares over time: escrow's clients fare within 1.5x under skewed overload") {
   for (const int factor : {2, 10}) {
     for (const size_t members : {3, 5}) {
       CAPTURE(factor);
       CAPTURE(members);
-      CheckFairness(Drive(members, Paced(Skewed(members), factor, 6), 4, /*escrow=*/true), 1.6);
+      CheckFairness(Drive(members, Paced(Skewed(members), factor, 6), 4, /*escrow=*/true), 1.5);
     }
   }
 }
