@@ -16,15 +16,15 @@
 //    F = max(1, all recent demand / 4N) that every member gets, those
 //    without demand included. So a node's share of the remainder is its
 //    share of the demand, and a node whose demand just started still gets
-//    at least about 1/(5N) of it each epoch: it is not starved. (The floor
-//    used to be added to every weight: then a quiet node with some demand
-//    got more than its part, and its clients up to 1.7x what a central
-//    limiter gives them under skew.) (Admissions alone
-//    would keep whatever split a key started with: under saturation each
-//    node admits what it was allowed.) A share is floor(R * w / W), and the units the floors leave
-//    go one each to the largest remainders, so the allowances of an epoch sum to exactly R and no
-//    unit is stranded. Ties: members without admissions (whose ids a node does not know) first, as
-//    nodes that do not know each other yet would otherwise each take the unit; then the lowest id.
+//    at least about 1/(5N) of it each epoch: it is not starved. (Admissions
+//    alone would keep whatever split a key started with: under saturation
+//    each node admits what it was allowed. A floor added to every weight
+//    gave a quiet node with some demand more than its part: its clients got
+//    up to 1.7x what a central limiter gives them under skew.) A share is floor(R * w / W), and the
+//    units the floors leave go one each to the largest remainders, so the allowances of an epoch
+//    sum to exactly R and no unit is stranded. Ties: members without admissions (whose ids a node
+//    does not know) first, as nodes that do not know each other yet would otherwise each take the
+//    unit; then the lowest id.
 //  - Unheard spending: each node computes every node's allowance of the
 //    epoch, as they all use the same rule on nearly the same view. At the
 //    next epoch's start, what a node was allowed and has not been seen to
