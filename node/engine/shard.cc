@@ -115,23 +115,8 @@ void PrefetchAhead(const std::vector<Entry*>& changed, size_t i, int mark) {
   }
 }
 
-// Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
-// storage mark: it is saved.
-template <typename Entry>
-void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self, KeySnapshot* scratch,
-             const SnapshotSink& sink) {
-  entry.key.set_marked(kStorageMark, false);
-  if constexpr (std::is_same_v<Entry, CounterEntry>) {
-    if (entry.remote) entry.remote->peers_unsaved = false;  // the snapshot holds every slot
-  }
-  scratch->key.assign(entry.key.view());
-  scratch->algorithm = limit_class.algorithm;
-  scratch->window_ms = limit_class.window_ms;
-  FillSnapshot(entry, self, scratch);
-  sink(*scratch);
-}
-
-// Whether a merge changed the entry's peers' slots alone since it was stored.
+// Whether a merge changed the entry's peers' slots alone since it was
+// stored (counters only: Shard::MarkPeersMerged), and forgetting that.
 template <typename Entry>
 bool PeersUnsaved(const Entry& entry) {
   if constexpr (std::is_same_v<Entry, CounterEntry>) {
@@ -139,6 +124,26 @@ bool PeersUnsaved(const Entry& entry) {
   } else {
     return false;
   }
+}
+template <typename Entry>
+void ClearPeersUnsaved(Entry& entry) {
+  if constexpr (std::is_same_v<Entry, CounterEntry>) {
+    if (entry.remote) entry.remote->peers_unsaved = false;
+  }
+}
+
+// Hands the entry's snapshot (in *scratch) to the sink and clears the entry's
+// storage mark and unsaved peers' flag: it is saved, every slot of it.
+template <typename Entry>
+void Collect(const LimitClass<Entry>& limit_class, Entry& entry, NodeId self, KeySnapshot* scratch,
+             const SnapshotSink& sink) {
+  entry.key.set_marked(kStorageMark, false);
+  ClearPeersUnsaved(entry);
+  scratch->key.assign(entry.key.view());
+  scratch->algorithm = limit_class.algorithm;
+  scratch->window_ms = limit_class.window_ms;
+  FillSnapshot(entry, self, scratch);
+  sink(*scratch);
 }
 
 // Snapshots each changed entry once (with_peer_changes: those whose peers'
@@ -172,9 +177,7 @@ void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int
     limit_class.table->ForEach([&](Entry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
         entry.key.set_marked(kStorageMark, false);
-        if constexpr (std::is_same_v<Entry, CounterEntry>) {
-          if (entry.remote) entry.remote->peers_unsaved = false;
-        }
+        ClearPeersUnsaved(entry);
       } else {
         Collect(limit_class, entry, self, scratch, sink);
       }

@@ -56,7 +56,8 @@ class Persister {
  public:
   struct Options {
     int64_t flush_interval_ms = 1'000;
-    int64_t peer_flush_interval_ms = 10'000;   // see above; at most flush_interval_ms: every flush
+    // See above; at or below flush_interval_ms, every flush writes them.
+    int64_t peer_flush_interval_ms = 10'000;
     int64_t compaction_interval_ms = 600'000;  // 0: never
     // Times how long writes have been failing and the final write. Not owned;
     // must outlive the Persister.
