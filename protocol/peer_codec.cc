@@ -134,6 +134,7 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->node_id = in.getHello().getNodeId();
         message->nonce = ViewOf(in.getHello().getNonce());
         message->peer_version = std::max<uint32_t>(1, in.getHello().getPeerVersion());
+        message->relays = in.getHello().getRelays();
         if (message->node_id == 0) return Status::Corruption("malformed frame: hello from node 0");
         if (message->nonce.size() != kNonceBytes) {
           return Status::Corruption("malformed frame: hello without a nonce of " +
@@ -144,6 +145,7 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->kind = PeerMessageKind::kState;
         const auto state = in.getState();
         message->full = state.getFull();
+        message->relay = state.getRelay();
         for (const auto peer_class : state.getClasses()) {
           message->classes.push_back({static_cast<Algorithm>(peer_class.getAlgorithm()),
                                       peer_class.getWindowMs(), ViewOf(peer_class.getKeys()),
@@ -275,12 +277,14 @@ std::string PeerVersionMismatch(uint32_t peer_version) {
          "version of tally across the cluster";
 }
 
-void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out, uint32_t peer_version) {
+void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, std::string* out,
+                 uint32_t peer_version) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   auto hello = message.initRoot<wire::PeerMessage>().initHello();
   hello.setNodeId(node_id);
   hello.setNonce(DataOf(nonce));
   hello.setPeerVersion(peer_version);
+  hello.setRelays(relays);
   AppendFrame(message, out);
 }
 
@@ -320,8 +324,8 @@ void EncodeMembers(std::span<const MemberRecord> members, std::string* out) {
   AppendFrame(message, out);
 }
 
-PeerStateEncoder::PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes)
-    : sender_(sender), full_(full), max_frame_bytes_(max_frame_bytes) {}
+PeerStateEncoder::PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes, bool relay)
+    : sender_(sender), full_(full), max_frame_bytes_(max_frame_bytes), relay_(relay) {}
 
 PeerStateEncoder::OpenClass& PeerStateEncoder::ClassFor(const KeySnapshot& snapshot) {
   for (OpenClass& open : classes_) {
@@ -419,6 +423,7 @@ void PeerStateEncoder::Finish(std::vector<std::string>* frames) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   auto state = message.initRoot<wire::PeerMessage>().initState();
   state.setFull(full_);
+  state.setRelay(relay_);
   auto out = state.initClasses(static_cast<unsigned>(classes_.size()));
   for (unsigned i = 0; i < out.size(); ++i) {
     out[i].setAlgorithm(static_cast<uint8_t>(classes_[i].algorithm));

@@ -82,7 +82,9 @@ struct PeerMessage {
   std::string_view nonce;              // kHello; points into the frame
   uint64_t seq = 0;                    // kSeal
   std::string_view mac;                // kSeal; points into the frame
+  bool relays = false;                 // kHello: the sender relays (PeerStateEncoder)
   bool full = false;                   // kState: part of a full sync
+  bool relay = false;                  // kState: a delta for this node to relay
   std::vector<PeerClassView> classes;  // kState
   std::vector<MemberRecord> members;   // kMembers
 };
@@ -133,8 +135,9 @@ class PeerClassDecoder {
 
 // Append one frame to *out.
 // A hello says peer_version; 0 writes what builds before version 2 wrote (no
-// version at all), for tests of the refusal.
-void EncodeHello(NodeId node_id, std::string_view nonce, std::string* out,
+// version at all), for tests of the refusal. `relays`: the sender relays
+// deltas sent to it with relay = true.
+void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, std::string* out,
                  uint32_t peer_version = kPeerProtocolVersion);
 void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
@@ -150,7 +153,8 @@ class PeerStateEncoder {
  public:
   static constexpr size_t kStampsPerEntry = 1'024;
 
-  PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes);
+  // relay: a delta for its receiver to relay (PeerMessage::relay).
+  PeerStateEncoder(NodeId sender, bool full, size_t max_frame_bytes, bool relay = false);
   // Adds a key's state; appends a frame to *frames whenever one fills up.
   void Add(const KeySnapshot& snapshot, std::vector<std::string>* frames);
   // Appends the last frame, if anything is left.
@@ -179,6 +183,7 @@ class PeerStateEncoder {
   const NodeId sender_;
   const bool full_;
   const size_t max_frame_bytes_;
+  const bool relay_;
   std::vector<OpenClass> classes_;
   size_t pending_bytes_ = 0;
   uint64_t entries_ = 0;

@@ -273,6 +273,7 @@ struct PeerHello {
   nodeId @0 :UInt64;  # the sender's G-counter slot; never 0
   nonce @1 :Data;     # 16 fresh random bytes: the connection's key depends on both
   peerVersion @2 :UInt32;  # the peer protocol's version (peerProtocolVersion); absent: 1
+  relays @3 :Bool;  # the sender relays deltas sent with relay = true (absent: it does not)
 }
 
 # 2: token buckets are replicated (a class of algorithm 3 carries bucket
@@ -282,6 +283,9 @@ const peerProtocolVersion :UInt32 = 2;
 struct PeerState {
   full @0 :Bool;  # part of a full sync (anti-entropy), else a delta
   classes @1 :List(PeerClass);
+  # A delta for the receiver to relay: the sender's admissions that waited,
+  # on keys whose relayer it takes the receiver to be (node/engine/headroom.h).
+  relay @2 :Bool;
 }
 
 # The state of many keys of one (algorithm, windowMs), packed as varints

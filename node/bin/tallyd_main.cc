@@ -194,6 +194,11 @@ int main(int argc, char** argv) {
                  "every admission goes at the next round")
       ->check(tally::bin::InRange(0, kHourMs))
       ->capture_default_str();
+  bool no_relay = false;
+  app.add_flag("--no-gossip-relay", no_relay,
+               "Send admissions that waited to every peer, instead of to one member that "
+               "relays the key (which sends every node's counts of it on at once, up to "
+               "--gossip-max-delay-ms later); and relay for no one");
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
                  "Send every live key to each peer this often (and after each reconnect)")
       ->check(tally::bin::InRange(100, kDayMs))
@@ -435,6 +440,7 @@ int main(int argc, char** argv) {
     gossip_options.listen_address = gossip_address.empty() ? server.address : gossip_address;
     gossip_options.clock = clock;
     gossip_options.max_buffer_bytes = server.max_buffer_bytes;
+    gossip_options.relay = !no_relay;
     gossip.emplace(gossip_options, &limiter);
     limiter.SetRoundWanted([&gossip] { gossip->WantRound(); });  // before any check
     if (tally::Status status = gossip->Listen(); !status.ok()) {

@@ -34,7 +34,7 @@ constexpr uint64_t kEarlyRoundPart = 8;
 int64_t Coordination::GossipDelayMs(const LimitSpec& spec, uint64_t unsent_after,
                                     uint64_t remaining) const {
   if (escrowed() || OverHeadroomShare(unsent_after, remaining, members())) return 0;
-  return DeferralMs(spec.algorithm, spec.window_ms, settings_.gossip_max_delay_ms);
+  return MaxDeferralMs(spec.algorithm, spec.window_ms);
 }
 
 uint64_t Coordination::LimitAfterLosses(const LimitSpec& spec, uint64_t cost,

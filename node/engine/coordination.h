@@ -177,6 +177,11 @@ class Coordination {
     return escrow_weighs || (WeighsDemand() && !view_had_room);
   }
 
+  // How long an admission within this node's headroom share may wait
+  // before it is gossiped, on keys of this algorithm and window.
+  int64_t MaxDeferralMs(Algorithm algorithm, uint64_t window_ms) const {
+    return DeferralMs(algorithm, window_ms, settings_.gossip_max_delay_ms);
+  }
   // How long what this node sent may be on its way to the peers.
   int64_t delivery_ms() const { return settings_.delivery_ms; }
   // The members (SetClusterView), this node included.

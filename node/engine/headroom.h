@@ -23,8 +23,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
 
+#include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
+#include "node/common/node_id.h"
 
 namespace tally {
 
@@ -49,6 +54,44 @@ inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t member
 // reach the peers before). 0 for the sliding log (sent every round) and when
 // max_delay_ms is 0.
 int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms);
+
+// Relay (node/engine/shard.h): an admission that waited (within the node's
+// share, far from the limit) goes, when due, to one member only, the key's
+// relayer, instead of to every peer; the relayer holds what it is sent for
+// up to DeferralMs too, then sends every node's slots of the key to every
+// peer at once. So a key that t nodes admit to costs t + N - 2 entries per
+// DeferralMs instead of t (N - 1). Until the relayer's message comes back
+// with this node's slots, what was relayed counts as not sent (the share
+// above still bounds it); if none comes within RelayConfirmMs, it is
+// relayed again, to whichever member is the relayer by then.
+//
+// The relayer of a key: of `members` (this node among them; any order),
+// the one whose id scores highest with the key's relay hash (rendezvous
+// hashing: when a member comes or goes, only its keys move). Every node
+// computes the same relayer from the same members; views that differ for a
+// while give a key two relayers, which costs entries, never counts. 0 when
+// members is empty.
+NodeId RelayerFor(uint64_t relay_hash, std::span<const NodeId> members);
+// The key's relay hash: the same on every node and build of a platform
+// (std::hash of the bytes, unseeded, unlike the key tables' hash).
+uint64_t RelayHash(std::string_view key);
+// How long a node waits, after relaying, for the relayer's message with its
+// slots: the relayer's hold (deferral_ms) and as long again for the rounds.
+inline int64_t RelayConfirmMs(int64_t deferral_ms) { return 2 * deferral_ms; }
+
+// Where gossip collection sends what it relays: `members` are the nodes that
+// may relay (this node, if it relays, and the peers that do and that a link
+// reaches); `sink` takes a snapshot for its relayer. Fewer than two members:
+// nothing is relayed.
+struct GossipRelay {
+  std::span<const NodeId> members;
+  std::function<void(NodeId relayer, const KeySnapshot&)> sink;
+};
+
+// What a merged snapshot is: part of a full sync (or a restore, a test);
+// a peer's delta, sent to every peer (it may carry this node's own slots
+// back from their relayer); or a delta sent to this node as the relayer.
+enum class MergeSource { kSync, kDelta, kRelay };
 
 // What members may have kept back and lost: a peer whose link went down
 // without its leaving (it may have crashed, its kept-back admissions unheard

@@ -225,11 +225,12 @@ Status Limiter::Merge(const KeySnapshot& snapshot) {
   if (Status status = ValidateMerge(snapshot); !status.ok()) return status;
   const size_t hash = HashKey(snapshot.key);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
-    return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms);
+    return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms, MergeSource::kSync);
   });
 }
 
-void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses) {
+void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses,
+                         MergeSource source) {
   const size_t count = std::min(snapshots.size(), statuses.size());
   MergeScratch& scratch = merge_scratch;
   scratch.hashes.resize(count);
@@ -289,7 +290,7 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
     if (k >= kDepth) {
       const MergeItem& item = scratch.items[k - kDepth];
       *item.status = shards_[item.shard].Merge(budget_, *item.snapshot, item.hash, options_.node_id,
-                                               now_ms[item.shard], item.entry);
+                                               now_ms[item.shard], source, item.entry);
       if (k - kDepth + 1 == valid || scratch.items[k - kDepth + 1].shard != item.shard) {
         locks[item.shard].unlock();
       }
@@ -297,13 +298,14 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   }
 }
 
-void Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred) {
+void Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred,
+                            const GossipRelay* relay) {
   KeySnapshot scratch;
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
     shard.CollectGossip(options_.node_id, shard.Now(options_.clock->WallMs()), flush_deferred,
-                        &scratch, sink);
+                        relay, &scratch, sink);
   }
 }
 

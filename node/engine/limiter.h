@@ -124,7 +124,8 @@ class Limiter {
   // a counting key forward; a log must be ordered as KeySnapshot says, else
   // InvalidArgument). State under this node's own id raises its own: that is
   // how a restarted node recovers increments it had not persisted. A merge
-  // counts as a change for CollectChanges, not for CollectGossip (no relay).
+  // counts as a change for CollectChanges; for CollectGossip only when sent
+  // to this node as the key's relayer (MergeBatch with MergeSource::kRelay).
   // Read answers the token bucket too, with this node's level (for
   // inspection; Merge refuses it).
   Status Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot);
@@ -145,7 +146,13 @@ class Limiter {
   // every other method holds one at a time: no deadlock).
   // Scratch memory is the calling thread's (thread_local in limiter.cc): it
   // grows to the largest batch that thread merged, then no call allocates.
-  void MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses);
+  // `source` (node/engine/headroom.h): kRelay, a counter's delta sent to this
+  // node as the key's relayer: it goes on to every peer by CollectGossip,
+  // with every node's slots, within the class's deferral; kDelta, a peer's
+  // delta to every peer: if it brings back this node's own slots as high as
+  // they are, what this node relayed has reached every peer.
+  void MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Status> statuses,
+                  MergeSource source = MergeSource::kSync);
 
   // With Options::replicate: hands the sink, for each key admitted to since
   // the previous call and due now (Options::gossip_max_delay_ms; every one,
@@ -155,7 +162,14 @@ class Limiter {
   // it every node's state of every live replicated key of one shard
   // (0 .. shard_count() - 1), for anti-entropy. Sinks run with a shard
   // locked: they must not call the Limiter.
-  void CollectGossip(const SnapshotSink& sink, bool flush_deferred = false);
+  // With `relay` (node/engine/headroom.h "Relay"), a counter's admissions
+  // that waited go to relay->sink for the key's relayer, not to `sink`
+  // (except with flush_deferred), and wait until a delta brings them back
+  // (MergeBatch, kDelta); a counter this node relays goes to `sink` with
+  // every node's slots, what was relayed to it and its own admissions that
+  // waited held for the class's deferral first.
+  void CollectGossip(const SnapshotSink& sink, bool flush_deferred = false,
+                     const GossipRelay* relay = nullptr);
   static size_t shard_count();
   void CollectReplica(size_t shard, const SnapshotSink& sink);
 

@@ -200,7 +200,7 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
   LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
   if (!limit_class) {
     classes.push_back(
-        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}, {}});
+        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}, {}, {}, {}});
     limit_class = &classes.back();
   }
   budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
@@ -220,20 +220,40 @@ void Mark(LimitClass<Entry>& limit_class, Entry* entry, int which) {
   limit_class.changed[which].push_back(entry);
 }
 
-// Moves the class's waiting entries due by now_ms (every one, with `all`) to
-// the next delta.
+// Takes the items of `queue` due by now_ms (every one, with `all`) whose
+// entries still wait (kDeferredMark; an item may name an entry sent since,
+// freed or reused: it is skipped, or sent early, which does no harm); hands
+// each entry to `release`.
+template <typename Entry, typename Release>
+void ReleaseDue(std::deque<typename LimitClass<Entry>::Deferred>& queue, int64_t now_ms, bool all,
+                Release&& release) {
+  while (!queue.empty() && (all || queue.front().due_ms <= now_ms)) {
+    if (queue.size() > kCollectAhead) __builtin_prefetch(queue[kCollectAhead].entry);
+    Entry* entry = queue.front().entry;
+    queue.pop_front();
+    if (entry->key.marked(kDeferredMark)) release(entry);
+  }
+}
+
+// Moves the class's waiting entries that are due to the next delta: with
+// `relaying`, what waited from admissions here, or was relayed and not seen
+// back in time, goes to the relayer (marked kGossipMark and still
+// kDeferredMark); what this node held to relay goes to every peer (marked
+// kGossipMark alone). With `all`, everything, to every peer.
 template <typename Entry>
-void ReleaseDeferred(LimitClass<Entry>& limit_class, int64_t now_ms, bool all) {
-  while (!limit_class.deferred.empty() && (all || limit_class.deferred.front().due_ms <= now_ms)) {
-    if (limit_class.deferred.size() > kCollectAhead) {
-      __builtin_prefetch(limit_class.deferred[kCollectAhead].entry);
-    }
-    Entry* entry = limit_class.deferred.front().entry;
-    limit_class.deferred.pop_front();
-    if (!entry->key.marked(kDeferredMark)) continue;  // sent since, or freed
+void ReleaseDeferred(LimitClass<Entry>& limit_class, int64_t now_ms, bool all, bool relaying) {
+  const auto to_relayer = [&](Entry* entry) {
+    if (entry->key.marked(kGossipMark)) return;  // sent this round already
+    if (!relaying || all) entry->key.set_marked(kDeferredMark, false);
+    Mark(limit_class, entry, kGossipMark);
+  };
+  const auto to_every_peer = [&](Entry* entry) {
     entry->key.set_marked(kDeferredMark, false);
     Mark(limit_class, entry, kGossipMark);
-  }
+  };
+  ReleaseDue<Entry>(limit_class.deferred, now_ms, all, to_relayer);
+  ReleaseDue<Entry>(limit_class.relayed, now_ms, all, to_relayer);
+  ReleaseDue<Entry>(limit_class.held, now_ms, all, to_every_peer);
 }
 
 // Whether some of this node's admissions on the entry wait to be sent.
@@ -272,6 +292,15 @@ uint64_t SentInFlight(const BucketEntry* entry, int64_t now_ms, int64_t delivery
   return entry != nullptr && InFlight(entry->sent_at_ms, now_ms, delivery_ms) ? entry->own_sent : 0;
 }
 
+// Whether `counts` (a relayer's delta, sent to every peer) hold this node's
+// slots of the entry's windows as high as the entry has them: every peer has
+// heard of all its admissions there.
+bool BringsOwnBack(const WindowCounts& counts, const CounterEntry& entry, NodeId self) {
+  return counts.window_index == entry.window_index &&
+         counts.current.Get(self) >= entry.own_current &&
+         counts.previous.Get(self) >= entry.own_previous;
+}
+
 uint32_t Unsent32(uint64_t unsent) {
   return static_cast<uint32_t>(std::min<uint64_t>(unsent, kUnsentUnknown - 1));
 }
@@ -298,7 +327,11 @@ void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpe
                          Entry* entry, int64_t gossip_delay_ms, int64_t now_ms) {
   LimitClass<Entry>& limit_class = *FindClass(classes, spec.algorithm, spec.window_ms);
   if (track_changes) Mark(limit_class, entry, kStorageMark);
-  if (!replicate || entry->key.marked(kGossipMark)) return;  // not sent, or sent next round
+  if (!replicate) return;
+  if (entry->key.marked(kGossipMark)) {  // sent next round: to every peer, if this must be
+    if (gossip_delay_ms == 0) entry->key.set_marked(kDeferredMark, false);
+    return;
+  }
   if (gossip_delay_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);  // its queue slot is void now
     Mark(limit_class, entry, kGossipMark);
@@ -306,6 +339,20 @@ void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpe
     entry->key.set_marked(kDeferredMark, true);
     limit_class.deferred.push_back({entry, now_ms + gossip_delay_ms});
   }
+}
+
+void Shard::HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_ms) {
+  LimitClass<CounterEntry>& limit_class = *FindClass(counters, spec.algorithm, spec.window_ms);
+  const int64_t hold_ms = coordination.MaxDeferralMs(spec.algorithm, spec.window_ms);
+  if (hold_ms == 0) {
+    entry->key.set_marked(kDeferredMark, false);
+    Mark(limit_class, entry, kGossipMark);
+    return;
+  }
+  // What comes in while the entry waits goes with what waits; else a hold starts.
+  if (WaitsToBeSent(entry->key)) return;
+  entry->key.set_marked(kDeferredMark, true);
+  limit_class.held.push_back({entry, now_ms + hold_ms});
 }
 
 template <typename F>
@@ -584,7 +631,7 @@ bool Shard::Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeI
 }
 
 Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-                    int64_t now_ms, const void* probable) {
+                    int64_t now_ms, MergeSource source, const void* probable) {
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   if (spec.algorithm == Algorithm::kSlidingWindowLog) {
     if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();  // nothing live to add
@@ -630,6 +677,13 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     MarkMerged(counters, spec, entry);
   } else {
     MarkPeersMerged(spec, entry);
+  }
+  if (!replicate) return Status::OK();
+  if (source == MergeSource::kRelay) {
+    HoldRelayed(spec, entry, now_ms);
+  } else if (source == MergeSource::kDelta && entry->key.marked(kDeferredMark) &&
+             !entry->key.marked(kGossipMark) && BringsOwnBack(counts, *entry, self)) {
+    entry->key.set_marked(kDeferredMark, false);  // every peer has what waited
   }
   return Status::OK();
 }
@@ -682,10 +736,14 @@ void Shard::CollectChanges(NodeId self, bool with_peer_changes, KeySnapshot* scr
   CollectChangedClasses(buckets, self, with_peer_changes, scratch, sink);
 }
 
-void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeySnapshot* scratch,
+void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
+                          const GossipRelay* relay, KeySnapshot* scratch,
                           const SnapshotSink& sink) {
-  for (auto& limit_class : counters) ReleaseDeferred(limit_class, now_ms, flush_deferred);
-  for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred);
+  const bool relaying = relay != nullptr && relay->members.size() > 1;
+  for (auto& limit_class : counters) {
+    ReleaseDeferred(limit_class, now_ms, flush_deferred, relaying);
+  }
+  for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred, false);
   const auto begin = [&](const auto& limit_class, auto& entry) {
     entry.key.set_marked(kDeferredMark, false);  // what waited goes now
     scratch->key.assign(entry.key.view());
@@ -694,24 +752,52 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeyS
   };
   for (auto& limit_class : counters) {
     const std::vector<CounterEntry*>& changed = limit_class.changed[kGossipMark];
+    const int64_t deferral_ms =
+        coordination.MaxDeferralMs(limit_class.algorithm, limit_class.window_ms);
     for (size_t i = 0; i < changed.size(); ++i) {
       PrefetchAhead(changed, i, kGossipMark);
       CounterEntry* entry = changed[i];
       if (!entry->key.marked(kGossipMark)) continue;
+      // Marked kDeferredMark still: admissions that waited, for the relayer.
+      const NodeId relayer =
+          relaying ? RelayerFor(RelayHash(entry->key.view()), relay->members) : 0;
+      const bool waited = entry->key.marked(kDeferredMark) && !flush_deferred;
+      if (waited && relayer == self) {  // held here with what the others relay
+        entry->key.set_marked(kGossipMark, false);
+        limit_class.held.push_back({entry, now_ms + deferral_ms});
+        continue;
+      }
       if (entry->remote) {
         entry->remote->own_sent = Unsent32(UnsentNow(entry));
         entry->remote->sent_at_ms = static_cast<uint32_t>(now_ms);
       }
       entry->key.set_marked(kGossipMark, false);
-      begin(limit_class, *entry);
+      const bool to_relayer = waited && relayer != 0;
+      if (to_relayer) {  // it waits until the relayer's delta brings it back
+        limit_class.relayed.push_back({entry, now_ms + RelayConfirmMs(deferral_ms)});
+        scratch->key.assign(entry->key.view());
+        scratch->algorithm = limit_class.algorithm;
+        scratch->window_ms = limit_class.window_ms;
+      } else {
+        begin(limit_class, *entry);
+      }
       WindowCounts& counts = scratch->counts;
-      counts.window_index = entry->window_index;
-      counts.current.Clear();
-      counts.previous.Clear();
-      counts.current.MergeSlot(self, entry->own_current);
-      counts.previous.MergeSlot(self, entry->own_previous);
-      scratch->denied = SendDenied(*entry, self);
-      sink(*scratch);
+      if (relayer == self) {  // every node's slots, relayed or not
+        ExportCounts(*entry, self, &counts);
+      } else {
+        counts.window_index = entry->window_index;
+        counts.current.Clear();
+        counts.previous.Clear();
+        counts.current.MergeSlot(self, entry->own_current);
+        counts.previous.MergeSlot(self, entry->own_previous);
+      }
+      if (to_relayer) {
+        scratch->denied = DeniedCost();  // denials go to every peer, with the next delta
+        relay->sink(relayer, *scratch);
+      } else {
+        scratch->denied = SendDenied(*entry, self);
+        sink(*scratch);
+      }
     }
     limit_class.changed[kGossipMark].clear();
   }

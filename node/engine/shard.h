@@ -76,6 +76,14 @@ struct LimitClass {
     int64_t due_ms;
   };
   std::deque<Deferred> deferred;
+  // Counters only, with relay (node/engine/headroom.h), alike: `relayed`,
+  // entries whose admissions went to their relayer, each with the time by
+  // which the relayer's message should have come back (they stay marked
+  // kDeferredMark until it does; if not, they are relayed again); `held`,
+  // entries this node relays, each with the time it sends them to every
+  // peer (what comes in meanwhile goes with them).
+  std::deque<Deferred> relayed;
+  std::deque<Deferred> held;
 };
 
 struct alignas(64) Shard {
@@ -119,8 +127,11 @@ struct alignas(64) Shard {
   // since, or null; it saves the lookup when it is the key's entry.
   bool Read(std::string_view key, size_t hash, const LimitSpec& spec, NodeId self, int64_t now_ms,
             KeySnapshot* snapshot);
+  // `source`: a counter's delta sent to this node as its relayer is held
+  // and sent on (CollectGossip); one sent to every peer that brings back
+  // this node's own slots, as high as they are, ends their wait for it.
   Status Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
-               int64_t now_ms, const void* probable = nullptr);
+               int64_t now_ms, MergeSource source, const void* probable = nullptr);
 
   // Frees every expired key; returns how many.
   size_t SweepAll(int64_t now_ms);
@@ -137,9 +148,12 @@ struct alignas(64) Shard {
   // Gossip deltas: for each entry admitted to since the last call and due
   // by now_ms (or waiting at all, with flush_deferred), this node's own
   // contribution only (counters: its slots; logs: its stamps not sent yet,
-  // from the last one sent on).
-  void CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, KeySnapshot* scratch,
-                     const SnapshotSink& sink);
+  // from the last one sent on). With relay (non-null, two members or more),
+  // a counter's admissions that waited go to relay->sink for the key's
+  // relayer instead, and a counter this node relays goes with every node's
+  // slots (node/engine/headroom.h).
+  void CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, const GossipRelay* relay,
+                     KeySnapshot* scratch, const SnapshotSink& sink);
   // Anti-entropy: every live entry, every node's state.
   void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
   // Puts a snapshot's state back (counters and bucket: slot-wise max and
@@ -162,6 +176,9 @@ struct alignas(64) Shard {
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
   // An admission here: a change to store and to gossip, at the next round
   // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
+  // A counter's delta came in for this node to relay: it goes to every
+  // peer within the class's deferral (at the next round without one).
+  void HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_ms);
   template <typename Entry>
   void MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
                     int64_t gossip_delay_ms, int64_t now_ms);

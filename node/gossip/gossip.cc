@@ -116,12 +116,26 @@ struct Gossip::Impl {
     protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
                                        shared.options.max_frame_bytes);
     std::vector<std::string> encoded;
+    std::map<NodeId, PeerLink*> relayer_links;
+    std::vector<NodeId> relayers = Relayers(&relayer_links);
+    std::map<NodeId, RelayDelta> relayed;  // by relayer
+    const GossipRelay relay{relayers, [&](NodeId relayer, const KeySnapshot& snapshot) {
+                              RelayDelta& delta =
+                                  relayed
+                                      .try_emplace(relayer, shared.limiter->node_id(),
+                                                   shared.options.max_frame_bytes)
+                                      .first->second;
+                              delta.encoder.Add(snapshot, &delta.encoded);
+                            }};
     shared.limiter->CollectGossip(
-        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); }, flush_deferred);
+        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); }, flush_deferred,
+        &relay);
     encoder.Finish(&encoded);
-    std::vector<Frame> frames;
-    for (std::string& frame : encoded)
-      frames.push_back(std::make_shared<const std::string>(std::move(frame)));
+    const std::vector<Frame> frames = Frames(encoded);
+    for (auto& [relayer, delta] : relayed) {
+      delta.encoder.Finish(&delta.encoded);
+      relayer_links.at(relayer)->SendDelta(Frames(delta.encoded), delta.encoder.entries());
+    }
     const int64_t now_ms = shared.NowMs();
     if (leave_done == nullptr && now_ms - last_beat_ms >= shared.options.membership_interval_ms) {
       Beat(/*leaving=*/false);
@@ -148,6 +162,38 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
+  }
+
+  // A round's delta for one relayer.
+  struct RelayDelta {
+    RelayDelta(NodeId self, size_t max_frame_bytes)
+        : encoder(self, /*full=*/false, max_frame_bytes, /*relay=*/true) {}
+    protocol::PeerStateEncoder encoder;
+    std::vector<std::string> encoded;
+  };
+
+  // The members that may relay a key (node/engine/headroom.h), in no
+  // particular order: with Options::relay, this node and every peer that
+  // relays and that a link reaches now (*links: each one's link). Empty
+  // without Options::relay: this node sends every delta to every peer.
+  std::vector<NodeId> Relayers(std::map<NodeId, PeerLink*>* relayer_links) {
+    std::vector<NodeId> relayers;
+    if (!shared.options.relay) return relayers;
+    relayers.push_back(self_id());
+    for (const auto& [address, link] : links) {
+      if (link->up() && link->peer_relays() &&
+          relayer_links->emplace(link->peer_id(), link.get()).second) {
+        relayers.push_back(link->peer_id());
+      }
+    }
+    return relayers;
+  }
+
+  static std::vector<Frame> Frames(std::vector<std::string>& encoded) {
+    std::vector<Frame> frames;
+    for (std::string& frame : encoded)
+      frames.push_back(std::make_shared<const std::string>(std::move(frame)));
+    return frames;
   }
 
   // This node's heartbeat (or its leave) and membership table, to every peer.

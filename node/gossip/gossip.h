@@ -100,6 +100,11 @@ class Gossip {
     // ForGossipCerts); null: plain text. Not owned; must outlive the Gossip.
     const TlsContext* tls = nullptr;
     int64_t interval_ms = 50;
+    // Relay (node/engine/headroom.h): a counter's admissions that waited go
+    // to the key's relayer, one of the members that relay, which sends every
+    // node's slots of it on to every peer; and this node relays for others
+    // (its hello says so). false: it sends every delta to every peer itself.
+    bool relay = true;
     int64_t membership_interval_ms = 200;  // heartbeat and membership table to every peer
     int64_t suspect_after_ms = 1'000;      // without a newer heartbeat
     int64_t dead_after_ms = 3'000;

@@ -105,7 +105,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   }
   std::string hello;
   const std::string nonce = protocol::RandomNonce();
-  protocol::EncodeHello(shared_.limiter->node_id(), nonce, &hello);
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay, &hello);
   co_await asio::async_write(stream_, asio::buffer(hello),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot send hello: " + ec.message());
@@ -138,6 +138,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   next_seq_ = 1;
   deadline_ms_ = 0;
   peer_id_ = reply.node_id;
+  peer_relays_ = reply.relays;
   up_ = true;
   ++connects_;
   GossipShared::Add(shared_.bytes_sent, hello.size());

@@ -131,6 +131,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool idle() const { return !writing_ && queue_.empty(); }
   // The peer's id from its hello (0: never connected).
   NodeId peer_id() const { return peer_id_; }
+  // Whether the peer said in its hello that it relays (node/engine/headroom.h).
+  bool peer_relays() const { return peer_relays_; }
   // The address answers as this node: Run has ended, for good.
   bool is_self() const { return is_self_; }
   const std::string& address() const { return address_; }
@@ -160,6 +162,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool reported_down_ = false;
   bool went_down_ = false;  // TakeWentDown
   NodeId peer_id_ = 0;
+  bool peer_relays_ = false;
   std::optional<protocol::PeerAuth> auth_;  // this connection's key
   uint64_t next_seq_ = 1;
   uint64_t generation_ = 0;  // one per connection: stale write callbacks are ignored
@@ -200,8 +203,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges the message's state kMergeBatchKeys entries at a time
   // (Limiter::MergeBatch); a rejected entry is counted and logged.
   Status Merge(const protocol::PeerMessage& message);
-  // Merges merge_batch_[0, pending); adds the entries merged to *merged.
-  void MergeDecoded(size_t pending, uint64_t* merged);
+  // Merges merge_batch_[0, pending) as from `source`; adds the entries
+  // merged to *merged.
+  void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
   void MergeMembers(std::span<const protocol::MemberRecord> members);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)
   // or closed (-1), entries merged, a full sync completed.

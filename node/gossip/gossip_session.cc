@@ -173,7 +173,7 @@ asio::awaitable<Status> PeerSession::Serve() {
   auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
   in_.Consume(sizes[0]);
   std::string reply;  // our hello, sealed (seq 0): proof that we are a member
-  protocol::EncodeHello(shared_.limiter->node_id(), nonce, &reply);
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay, &reply);
   protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
   asio::error_code ec;
   co_await asio::async_write(stream_, asio::buffer(reply),
@@ -219,6 +219,10 @@ asio::awaitable<Status> PeerSession::Serve() {
 }
 
 Status PeerSession::Merge(const protocol::PeerMessage& message) {
+  // A delta to relay is taken only by a node that says it relays.
+  const MergeSource source = message.full                             ? MergeSource::kSync
+                             : message.relay && shared_.options.relay ? MergeSource::kRelay
+                                                                      : MergeSource::kDelta;
   uint64_t merged = 0;
   size_t pending = 0;
   for (const protocol::PeerClassView& view : message.classes) {
@@ -230,24 +234,25 @@ Status PeerSession::Merge(const protocol::PeerMessage& message) {
       }
       if (!decoder.Next(&merge_batch_[pending])) break;
       if (++pending == kMergeBatchKeys) {
-        MergeDecoded(pending, &merged);
+        MergeDecoded(pending, source, &merged);
         pending = 0;
       }
     }
     if (!decoder.status().ok()) {
-      MergeDecoded(pending, &merged);  // the entries before the bad bytes
+      MergeDecoded(pending, source, &merged);  // the entries before the bad bytes
       return decoder.status();
     }
   }
-  MergeDecoded(pending, &merged);
+  MergeDecoded(pending, source, &merged);
   GossipShared::Add(shared_.entries_merged, merged);
   Heard(0, merged, false);
   return Status::OK();
 }
 
-void PeerSession::MergeDecoded(size_t pending, uint64_t* merged) {
+void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* merged) {
   const std::span<Status> statuses(merge_statuses_.data(), pending);
-  shared_.limiter->MergeBatch(std::span<const KeySnapshot>(merge_batch_.data(), pending), statuses);
+  shared_.limiter->MergeBatch(std::span<const KeySnapshot>(merge_batch_.data(), pending), statuses,
+                              source);
   for (const Status& status : statuses) {
     if (status.ok()) {
       ++*merged;

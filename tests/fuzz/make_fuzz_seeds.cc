@@ -73,7 +73,7 @@ void ClientFrames(const fs::path& dir) {
 
 void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& snapshots) {
   std::string hello;
-  tally::protocol::EncodeHello(9, std::string(tally::protocol::kNonceBytes, 'n'), &hello);
+  tally::protocol::EncodeHello(9, std::string(tally::protocol::kNonceBytes, 'n'), true, &hello);
   tally::protocol::EncodeSeal(1, std::string(tally::protocol::kMacBytes, 'm'), &hello);
   Write(dir, "hello", std::string(1, '\0') + hello);
   tally::protocol::PeerStateEncoder encoder(9, true, 64 << 10);

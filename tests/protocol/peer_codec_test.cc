@@ -162,6 +162,23 @@ TEST_CASE("peer codec: a delta key-slot costs a few bytes") {
   MESSAGE("bytes per delta key (11-byte keys): " << per_key);
   CHECK(per_key < 11 + 10);
   CHECK_FALSE(Decode(frames[0]).full);
+  CHECK_FALSE(Decode(frames[0]).relay);
+}
+
+// A delta for its receiver to relay says so, and nothing else changes.
+TEST_CASE("peer codec: a delta to relay says so") {
+  PeerStateEncoder encoder(kSender, /*full=*/false, 1 << 20, /*relay=*/true);
+  std::vector<std::string> frames;
+  const KeySnapshot written = Counting("user:1", 60'000, kNowMs / 60'000, {{kSender, 3}}, {});
+  encoder.Add(written, &frames);
+  encoder.Finish(&frames);
+  REQUIRE(frames.size() == 1);
+  const PeerMessage message = Decode(frames[0]);
+  CHECK(message.relay);
+  CHECK_FALSE(message.full);
+  const std::vector<KeySnapshot> read = DecodeAll(frames);
+  REQUIRE(read.size() == 1);
+  CHECK(read[0].counts == written.counts);
 }
 
 // hello, seal, syncDone and heartbeat decode as themselves; a hello from
@@ -169,12 +186,16 @@ TEST_CASE("peer codec: a delta key-slot costs a few bytes") {
 TEST_CASE("peer codec: control messages") {
   const std::string nonce = protocol::RandomNonce();
   std::string frame;
-  protocol::EncodeHello(kSender, nonce, &frame);
+  protocol::EncodeHello(kSender, nonce, /*relays=*/true, &frame);
   PeerMessage message = Decode(frame);
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.node_id == kSender);
   CHECK(message.nonce == nonce);
   CHECK(message.peer_version == protocol::kPeerProtocolVersion);
+  CHECK(message.relays);
+  frame.clear();
+  protocol::EncodeHello(kSender, nonce, /*relays=*/false, &frame);
+  CHECK_FALSE(Decode(frame).relays);
   frame.clear();
   protocol::EncodeSeal(7, std::string(protocol::kMacBytes, 'm'), &frame);
   message = Decode(frame);
@@ -190,7 +211,7 @@ TEST_CASE("peer codec: control messages") {
   for (const auto& [node, bad_nonce] :
        {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
     frame.clear();
-    protocol::EncodeHello(node, bad_nonce, &frame);
+    protocol::EncodeHello(node, bad_nonce, false, &frame);
     std::vector<uint64_t> words((frame.size() + 7) / 8);
     std::memcpy(words.data(), frame.data(), frame.size());
     CHECK(protocol::DecodePeerMessage(
@@ -204,7 +225,7 @@ TEST_CASE("peer codec: control messages") {
 // saying what to do.
 TEST_CASE("peer codec: a hello without a version is version 1") {
   std::string frame;
-  protocol::EncodeHello(7, protocol::RandomNonce(), &frame, /*peer_version=*/0);  // as then
+  protocol::EncodeHello(7, protocol::RandomNonce(), false, &frame, /*peer_version=*/0);  // as then
   const PeerMessage message = Decode(frame);
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.peer_version == 1);
