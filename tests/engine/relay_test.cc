@@ -53,12 +53,26 @@ std::vector<EngineNode> Nodes(ManualClock* clock) {
   return testing::MakeNodes(clock, kMembers.size(), options);
 }
 
+// Three nodes and their clock, for a test case.
+struct RelayCluster {
+  ManualClock clock{kStartMs};
+  std::vector<EngineNode> nodes = Nodes(&clock);
+};
+
 // A key that `relayer` relays among kMembers.
 std::string KeyRelayedBy(NodeId relayer) {
   for (int i = 0;; ++i) {
     std::string key = "user:" + std::to_string(i);
     if (RelayerFor(RelayHash(key), kMembers) == relayer) return key;
   }
+}
+
+// The node admits `cost` on `key` (far from its limit) and collects a wait later.
+Collected AdmitAndWait(EngineNode& node, ManualClock& clock, const std::string& key,
+                       uint64_t cost) {
+  REQUIRE(node.Admit(key, kFar, cost));
+  clock.AdvanceMs(kDelayMs);
+  return Collect(node);
 }
 
 uint64_t SlotOf(EngineNode& node, const std::string& key, NodeId slot_node) {
@@ -95,9 +109,7 @@ TEST_CASE("relay: the relayer is the members' rendezvous choice") {
 // Admissions that waited go to the relayer alone; it holds them for the
 // deferral, then sends every node's slots to every peer; that delta ends the
 // sender's wait, so it sends nothing more.
-TEST_CASE("relay: what waited goes through the relayer to every peer, once") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster, "relay: what waited goes through the relayer to every peer, once") {
   const std::string key = KeyRelayedBy(2);
   REQUIRE(nodes[0].Admit(key, kFar, 3));
   CHECK(Collect(nodes[0]).relayed.empty());  // waits
@@ -138,13 +150,9 @@ TEST_CASE("relay: what waited goes through the relayer to every peer, once") {
 
 // When the relayer's delta does not come back in time (it crashed, or its
 // view differs), the sender relays its admissions again, all of them.
-TEST_CASE("relay: what the relayer does not send back is relayed again") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster, "relay: what the relayer does not send back is relayed again") {
   const std::string key = KeyRelayedBy(3);
-  REQUIRE(nodes[0].Admit(key, kFar, 2));
-  clock.AdvanceMs(kDelayMs);
-  REQUIRE(Collect(nodes[0]).relayed.size() == 1);
+  REQUIRE(AdmitAndWait(nodes[0], clock, key, 2).relayed.size() == 1);
   REQUIRE(nodes[0].Admit(key, kFar, 4));  // waits with what was relayed
   clock.AdvanceMs(RelayConfirmMs(kDelayMs) - 1);
   CHECK(Collect(nodes[0]).relayed.empty());
@@ -158,13 +166,10 @@ TEST_CASE("relay: what the relayer does not send back is relayed again") {
 
 // A delta that brings back less than this node admitted (it admitted more
 // since it relayed) does not end the wait: the rest is relayed in time.
-TEST_CASE("relay: a delta with fewer of this node's admissions leaves the rest waiting") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster,
+                  "relay: a delta with fewer of this node's admissions leaves the rest waiting") {
   const std::string key = KeyRelayedBy(2);
-  REQUIRE(nodes[0].Admit(key, kFar, 1));
-  clock.AdvanceMs(kDelayMs);
-  const Collected sent = Collect(nodes[0]);
+  const Collected sent = AdmitAndWait(nodes[0], clock, key, 1);
   REQUIRE(sent.relayed.size() == 1);
   REQUIRE(nodes[0].Admit(key, kFar, 1));
   Merge(nodes[1], sent.relayed[0].second, MergeSource::kRelay);
@@ -180,13 +185,10 @@ TEST_CASE("relay: a delta with fewer of this node's admissions leaves the rest w
 
 // The relayer's own admissions that waited are held with what others relay,
 // then go with every node's slots.
-TEST_CASE("relay: the relayer holds its own admissions with the relayed ones") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster,
+                  "relay: the relayer holds its own admissions with the relayed ones") {
   const std::string key = KeyRelayedBy(1);
-  REQUIRE(nodes[0].Admit(key, kFar, 7));
-  clock.AdvanceMs(kDelayMs);
-  const Collected due = Collect(nodes[0]);
+  const Collected due = AdmitAndWait(nodes[0], clock, key, 7);
   CHECK(due.to_every_peer.empty());
   CHECK(due.relayed.empty());
   clock.AdvanceMs(kDelayMs);
@@ -198,9 +200,7 @@ TEST_CASE("relay: the relayer holds its own admissions with the relayed ones") {
 // An admission that must go at once (beyond the headroom share) goes to
 // every peer, even if earlier ones were due for the relayer; leaving, a node
 // sends everything that waits to every peer.
-TEST_CASE("relay: near the limit and when leaving, deltas go to every peer") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster, "relay: near the limit and when leaving, deltas go to every peer") {
   const LimitSpec near{Algorithm::kSlidingWindowCounter, 9'600, 60'000};  // share ~ 100
   const std::string key = KeyRelayedBy(2);
   REQUIRE(nodes[0].Admit(key, near, 10));
@@ -225,9 +225,7 @@ TEST_CASE("relay: near the limit and when leaving, deltas go to every peer") {
 }
 
 // Without relay members (or alone), deltas go to every peer as before.
-TEST_CASE("relay: with one member or none, nothing is relayed") {
-  ManualClock clock(kStartMs);
-  std::vector<EngineNode> nodes = Nodes(&clock);
+TEST_CASE_FIXTURE(RelayCluster, "relay: with one member or none, nothing is relayed") {
   REQUIRE(nodes[0].Admit("k", kFar, 1));
   clock.AdvanceMs(kDelayMs);
   Collected out;
