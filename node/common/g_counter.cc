@@ -37,13 +37,47 @@ void GCounter::MergeSlot(NodeId node, uint64_t count) {
   } else {
     slots_.insert(it, Slot{node, count});
   }
+  Resum();
+}
+
+void GCounter::Merge(const GCounter& other, NodeId except) {
+  // Raise the slots both hold and count the ones only other holds; then, if
+  // there are any, place them from the back, so nothing moves twice.
+  size_t added = 0;
+  bool raised = false;
+  auto mine = slots_.begin();
+  for (const Slot& slot : other.slots_) {
+    if (slot.node == except) continue;
+    while (mine != slots_.end() && mine->node < slot.node) ++mine;
+    if (mine != slots_.end() && mine->node == slot.node) {
+      raised = raised || slot.count > mine->count;
+      mine->count = std::max(mine->count, slot.count);
+    } else {
+      ++added;
+    }
+  }
+  if (added > 0) {
+    size_t kept = slots_.size();
+    slots_.resize(kept + added);
+    size_t to = slots_.size();
+    for (size_t from = other.slots_.size(); from > 0; --from) {
+      const Slot& slot = other.slots_[from - 1];
+      if (slot.node == except) continue;
+      while (kept > 0 && slots_[kept - 1].node > slot.node) slots_[--to] = slots_[--kept];
+      if (kept > 0 && slots_[kept - 1].node == slot.node) {
+        slots_[--to] = slots_[--kept];  // raised above
+      } else {
+        slots_[--to] = slot;
+      }
+    }
+  }
+  if (raised || added > 0) Resum();
+}
+
+void GCounter::Resum() {
   // Recompute rather than adjust, so that saturation stays exact.
   sum_ = 0;
   for (const Slot& slot : slots_) sum_ = SaturatingAdd(sum_, slot.count);
-}
-
-void GCounter::Merge(const GCounter& other) {
-  for (const Slot& slot : other.slots_) MergeSlot(slot.node, slot.count);
 }
 
 }  // namespace tally

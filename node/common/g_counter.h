@@ -32,8 +32,9 @@ class GCounter {
   void Increment(NodeId node, uint64_t delta);
   // slot[node] = max(slot[node], count).
   void MergeSlot(NodeId node, uint64_t count);
-  // Slot-wise max with every slot of other.
-  void Merge(const GCounter& other);
+  // Slot-wise max with every slot of other but except's (0: every slot),
+  // in one pass over both (each is sorted by node).
+  void Merge(const GCounter& other, NodeId except = 0);
   // Makes room for `slots` slots (a node that knows how many members will
   // write grows the slots once, not one doubling at a time).
   void Reserve(size_t slots) { slots_.reserve(slots); }
@@ -52,6 +53,7 @@ class GCounter {
 
  private:
   std::vector<Slot>::iterator Find(NodeId node);
+  void Resum();
 
   std::vector<Slot> slots_;
   uint64_t sum_ = 0;  // saturating sum of all slots

@@ -103,16 +103,13 @@ int64_t CurrentPeriod(const BucketSlices& state) {
 // Merges `from` into the own slot (inline) and the remote G-counter of one window.
 void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
-  for (const GCounter::Slot& slot : from.slots()) {
-    if (slot.node == self) {
-      own = std::max(own, Saturated32(slot.count));
-      continue;
-    }
-    if (!remote) remote = std::make_unique<RemoteCounts>();
-    GCounter& counter = (*remote).*window;
-    if (counter.empty()) counter.Reserve(peers);
-    counter.MergeSlot(slot.node, slot.count);
-  }
+  own = std::max(own, Saturated32(from.Get(self)));
+  const size_t own_slots = from.Get(self) > 0 ? 1 : 0;
+  if (from.slots().size() == own_slots) return;  // nothing of a peer's
+  if (!remote) remote = std::make_unique<RemoteCounts>();
+  GCounter& counter = (*remote).*window;
+  if (counter.empty()) counter.Reserve(peers);
+  counter.Merge(from, /*except=*/self);
 }
 
 // Drops entries at or before cutoff_ms.

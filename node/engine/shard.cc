@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "node/engine/decide.h"
 
@@ -95,6 +96,9 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
 // How many entries ahead a pass over a class's changed or deferred entries
 // prefetches.
 constexpr size_t kCollectAhead = 8;
+// How many items ahead a release from a queue of waiting entries prefetches
+// their entries: it reads one byte of each, so it must look further ahead.
+constexpr size_t kReleaseAhead = 32;
 
 // The memory outside an entry that snapshotting it reads first.
 const void* OutsideState(const CounterEntry& entry) { return entry.remote.get(); }
@@ -228,7 +232,7 @@ template <typename Entry, typename Release>
 void ReleaseDue(std::deque<typename LimitClass<Entry>::Deferred>& queue, int64_t now_ms, bool all,
                 Release&& release) {
   while (!queue.empty() && (all || queue.front().due_ms <= now_ms)) {
-    if (queue.size() > kCollectAhead) __builtin_prefetch(queue[kCollectAhead].entry);
+    if (queue.size() > kReleaseAhead) __builtin_prefetch(queue[kReleaseAhead].entry);
     Entry* entry = queue.front().entry;
     queue.pop_front();
     if (entry->key.marked(kDeferredMark)) release(entry);
@@ -335,9 +339,24 @@ void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpe
   if (gossip_delay_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);  // its queue slot is void now
     Mark(limit_class, entry, kGossipMark);
+    gossip_marked = true;
   } else if (!entry->key.marked(kDeferredMark)) {  // else it waits since an earlier admission
     entry->key.set_marked(kDeferredMark, true);
-    limit_class.deferred.push_back({entry, now_ms + gossip_delay_ms});
+    Wait(limit_class.deferred, entry, now_ms + gossip_delay_ms);
+  }
+}
+
+template <typename Entry>
+void Shard::Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry,
+                 int64_t due_ms) {
+  queue.push_back({entry, due_ms});
+  next_release_ms = std::min(next_release_ms, due_ms);
+}
+
+template <typename Entry>
+void Shard::NoteNextDue(const LimitClass<Entry>& limit_class) {
+  for (const auto* queue : {&limit_class.deferred, &limit_class.relayed, &limit_class.held}) {
+    if (!queue->empty()) next_release_ms = std::min(next_release_ms, queue->front().due_ms);
   }
 }
 
@@ -347,12 +366,13 @@ void Shard::HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_
   if (hold_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);
     Mark(limit_class, entry, kGossipMark);
+    gossip_marked = true;
     return;
   }
   // What comes in while the entry waits goes with what waits; else a hold starts.
   if (WaitsToBeSent(entry->key)) return;
   entry->key.set_marked(kDeferredMark, true);
-  limit_class.held.push_back({entry, now_ms + hold_ms});
+  Wait(limit_class.held, entry, now_ms + hold_ms);
 }
 
 template <typename F>
@@ -740,10 +760,20 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
                           const GossipRelay* relay, KeySnapshot* scratch,
                           const SnapshotSink& sink) {
   const bool relaying = relay != nullptr && relay->members.size() > 1;
-  for (auto& limit_class : counters) {
-    ReleaseDeferred(limit_class, now_ms, flush_deferred, relaying);
+  const bool any_marked = std::exchange(gossip_marked, false);
+  const bool release = flush_deferred || now_ms >= next_release_ms;
+  if (!any_marked && !release) return;  // nothing to send: no class is touched
+  if (release) {
+    next_release_ms = INT64_MAX;
+    for (auto& limit_class : counters) {
+      ReleaseDeferred(limit_class, now_ms, flush_deferred, relaying);
+      NoteNextDue(limit_class);
+    }
+    for (auto& limit_class : buckets) {
+      ReleaseDeferred(limit_class, now_ms, flush_deferred, false);
+      NoteNextDue(limit_class);
+    }
   }
-  for (auto& limit_class : buckets) ReleaseDeferred(limit_class, now_ms, flush_deferred, false);
   const auto begin = [&](const auto& limit_class, auto& entry) {
     entry.key.set_marked(kDeferredMark, false);  // what waited goes now
     scratch->key.assign(entry.key.view());
@@ -764,7 +794,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       const bool waited = entry->key.marked(kDeferredMark) && !flush_deferred;
       if (waited && relayer == self) {  // held here with what the others relay
         entry->key.set_marked(kGossipMark, false);
-        limit_class.held.push_back({entry, now_ms + deferral_ms});
+        Wait(limit_class.held, entry, now_ms + deferral_ms);
         continue;
       }
       if (entry->remote) {
@@ -774,7 +804,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       entry->key.set_marked(kGossipMark, false);
       const bool to_relayer = waited && relayer != 0;
       if (to_relayer) {  // it waits until the relayer's delta brings it back
-        limit_class.relayed.push_back({entry, now_ms + RelayConfirmMs(deferral_ms)});
+        Wait(limit_class.relayed, entry, now_ms + RelayConfirmMs(deferral_ms));
         scratch->key.assign(entry->key.view());
         scratch->algorithm = limit_class.algorithm;
         scratch->window_ms = limit_class.window_ms;

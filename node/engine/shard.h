@@ -94,6 +94,12 @@ struct alignas(64) Shard {
   Coordination coordination;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
   int64_t last_now_ms = 0;              // the largest wall time seen: time never goes backwards
+  // The earliest due time in any class's queues of waiting entries
+  // (INT64_MAX: none): CollectGossip looks at them only from then on, so a
+  // round touches no class of a shard with nothing due.
+  int64_t next_release_ms = INT64_MAX;
+  // An entry was marked for gossip (kGossipMark) since the last CollectGossip.
+  bool gossip_marked = false;
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
   std::vector<LimitClass<LogEntry>> logs;
   std::vector<LimitClass<BucketEntry>> buckets;
@@ -176,6 +182,12 @@ struct alignas(64) Shard {
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
   // An admission here: a change to store and to gossip, at the next round
   // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
+  // Queues the entry to wait until due_ms, and keeps next_release_ms.
+  template <typename Entry>
+  void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t due_ms);
+  // Lowers next_release_ms to the class's earliest due time, if any.
+  template <typename Entry>
+  void NoteNextDue(const LimitClass<Entry>& limit_class);
   // A counter's delta came in for this node to relay: it goes to every
   // peer within the class's deferral (at the next round without one).
   void HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_ms);

@@ -51,6 +51,26 @@ TEST_CASE("g-counter merge is a join") {
   }
 }
 
+// Merge in one pass gives what merging slot by slot gives, the excepted
+// node's slot left as it was, and the sum to match.
+TEST_CASE("g-counter merge of a whole counter matches merging slot by slot") {
+  std::mt19937_64 rng(20261205);
+  for (int round = 0; round < 2'000; ++round) {
+    const GCounter a = RandomCounter(rng);
+    const GCounter b = RandomCounter(rng);
+    const NodeId except = round % 3 == 0 ? 0 : 1 + rng() % 8;
+    GCounter by_slot = a;
+    for (const GCounter::Slot& slot : b.slots()) {
+      if (slot.node != except) by_slot.MergeSlot(slot.node, slot.count);
+    }
+    GCounter at_once = a;
+    at_once.Merge(b, except);
+    CHECK(at_once == by_slot);
+    CHECK(at_once.Sum() == by_slot.Sum());
+    CHECK(at_once.Get(except) == a.Get(except));
+  }
+}
+
 // A sum that would overflow saturates instead of wrapping to a small number.
 TEST_CASE("g-counter sum saturates") {
   GCounter counter;
