@@ -40,9 +40,9 @@ constexpr int kMostSettleMs = 30'000;  // and waiting for that ends after this l
 constexpr int kFullSyncIntervalMs = 600'000;
 constexpr size_t kSampledKeys = 16;  // the keys Agree compares
 // The nodes' CPU at rest (heartbeats, membership, empty rounds) is read over
-// this long before the load, so that a row can say what of its CPU the
-// traffic caused: what rest would cost over as long is reported beside it.
-constexpr int kIdleMs = 2'000;
+// this long once a run has settled, so that a row can say what of its CPU
+// the traffic caused: what rest costs over as long is reported beside it.
+constexpr int kIdleMs = 5'000;
 
 struct Workload {
   std::string name;
@@ -181,16 +181,13 @@ struct CpuRun {
 };
 
 // One tally-loadgen run of `workload` on a new cluster, its CPU time read
-// before the load and after Settle(settle_ms); and at rest for kIdleMs before.
+// before the load and after Settle(settle_ms); then at rest for kIdleMs.
 CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Workload& workload,
                double settle_ms) {
   auto cluster = Start(settings, nodes, gossip,
                        {"--peer-flush-interval-ms", std::to_string(kPeerFlushMs),
                         "--full-sync-interval-ms", std::to_string(kFullSyncIntervalMs)});
-  const double cpu_at_rest = CpuSeconds(*cluster);
-  std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));
   const double cpu_before = CpuSeconds(*cluster);
-  const double idle_s_per_ms = (cpu_before - cpu_at_rest) / kIdleMs;
   const Clock::time_point load_start = Clock::now();
   const uint64_t entries_before = EntriesSent(*cluster);
   const nlohmann::json load =
@@ -202,9 +199,12 @@ CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Worklo
                  300'000);
   CpuRun run;
   run.settled = Settle(*cluster, workload, settle_ms);
-  run.cpu_s = CpuSeconds(*cluster) - cpu_before;
-  run.idle_s =
-      idle_s_per_ms * std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
+  const double cpu_settled = CpuSeconds(*cluster);
+  const double run_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
+  run.cpu_s = cpu_settled - cpu_before;
+  std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));
+  run.idle_s = (CpuSeconds(*cluster) - cpu_settled) / kIdleMs * run_ms;
   run.entries_sent = EntriesSent(*cluster) - entries_before;
   run.decisions = load["decisions"];
   run.keys_denied = load["keys_denied"];
@@ -222,7 +222,7 @@ void Overhead(const Settings& settings) {
       "counts of %zu sampled keys; at most %d ms, else settle_ms is marked !), the local-only "
       "nodes after the same wait; the median of %d pairs of runs, and the factors' range; "
       "idle_s and l_idle: what either side's nodes spend at rest over as long (their rate over "
-      "%d ms before the load), and net: the factor without it\n",
+      "%d ms once settled), and net: the factor without it\n",
       settings.connections, static_cast<unsigned long long>(settings.overhead_checks), kQuietMs,
       kSampledKeys, kMostSettleMs, settings.overhead_runs, kIdleMs);
   for (const Workload& workload : Workloads(settings.overhead_checks)) {

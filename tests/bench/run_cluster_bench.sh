@@ -5,12 +5,12 @@
 #
 # Every tallyd runs pinned to CPU 0 (the benchmark process is, and its nodes
 # inherit it) and tally-loadgen to CPU 1: one node and a whole cluster get the
-# same core. About 20 minutes.
+# same core. About 30 minutes.
 #
 # Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000),
 # TRIALS (3), ONLY (empty: every part; "admission": only the counters' admission
 # per window, each replication mode against local-only nodes; "overhead": only the replication
-# overhead factor, about 9 minutes; "accuracy": only the accuracy against one
+# overhead factor, about 16 minutes; "accuracy": only the accuracy against one
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
 # ACCURACY_WINDOWS (10), BURST_TRIALS (5). For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
