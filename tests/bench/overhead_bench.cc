@@ -39,10 +39,6 @@ constexpr int kMostSettleMs = 30'000;  // and waiting for that ends after this l
 // would meet one or not by chance. They are moved beyond every run.
 constexpr int kFullSyncIntervalMs = 600'000;
 constexpr size_t kSampledKeys = 16;  // the keys Agree compares
-// The nodes' CPU at rest (heartbeats, membership, empty rounds) is read over
-// this long once a run has settled, so that a row can say what of its CPU
-// the traffic caused: what rest costs over as long is reported beside it.
-constexpr int kIdleMs = 5'000;
 
 struct Workload {
   std::string name;
@@ -170,25 +166,19 @@ struct CpuRun {
   uint64_t decisions = 0;
   uint64_t keys_denied = 0;
   double cpu_s = 0;
-  double idle_s = 0;  // what the nodes spend at rest, over as long as cpu_s was read
   uint64_t entries_sent = 0;
   Settled settled;
   double per_decision_us() const { return cpu_s * 1e6 / static_cast<double>(decisions); }
-  // The same without what rest costs: the CPU the traffic caused.
-  double net_per_decision_us() const {
-    return (cpu_s - idle_s) * 1e6 / static_cast<double>(decisions);
-  }
 };
 
 // One tally-loadgen run of `workload` on a new cluster, its CPU time read
-// before the load and after Settle(settle_ms); then at rest for kIdleMs.
+// before the load and after Settle(settle_ms).
 CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Workload& workload,
                double settle_ms) {
   auto cluster = Start(settings, nodes, gossip,
                        {"--peer-flush-interval-ms", std::to_string(kPeerFlushMs),
                         "--full-sync-interval-ms", std::to_string(kFullSyncIntervalMs)});
   const double cpu_before = CpuSeconds(*cluster);
-  const Clock::time_point load_start = Clock::now();
   const uint64_t entries_before = EntriesSent(*cluster);
   const nlohmann::json load =
       RunLoadgen(settings, *cluster, "overhead-" + workload.name,
@@ -199,12 +189,7 @@ CpuRun Measure(const Settings& settings, size_t nodes, bool gossip, const Worklo
                  300'000);
   CpuRun run;
   run.settled = Settle(*cluster, workload, settle_ms);
-  const double cpu_settled = CpuSeconds(*cluster);
-  const double run_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - load_start).count();
-  run.cpu_s = cpu_settled - cpu_before;
-  std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));
-  run.idle_s = (CpuSeconds(*cluster) - cpu_settled) / kIdleMs * run_ms;
+  run.cpu_s = CpuSeconds(*cluster) - cpu_before;
   run.entries_sent = EntriesSent(*cluster) - entries_before;
   run.decisions = load["decisions"];
   run.keys_denied = load["keys_denied"];
@@ -220,20 +205,18 @@ void Overhead(const Settings& settings) {
       "(%d connections, depth 16, %llu checks of sliding_counter); read before the load and once "
       "the cluster's gossip is quiet (no entry sent for %d ms, and every node holds the same "
       "counts of %zu sampled keys; at most %d ms, else settle_ms is marked !), the local-only "
-      "nodes after the same wait; the median of %d pairs of runs, and the factors' range; "
-      "idle_s and l_idle: what either side's nodes spend at rest over as long (their rate over "
-      "%d ms once settled), and net: the factor without it\n",
+      "nodes after the same wait; the median of %d pairs of runs, and the factors' range\n",
       settings.connections, static_cast<unsigned long long>(settings.overhead_checks), kQuietMs,
-      kSampledKeys, kMostSettleMs, settings.overhead_runs, kIdleMs);
+      kSampledKeys, kMostSettleMs, settings.overhead_runs);
   for (const Workload& workload : Workloads(settings.overhead_checks)) {
     std::printf("workload %-6s %llu %s keys, limit %llu per %llu ms\n", workload.name.c_str(),
                 static_cast<unsigned long long>(workload.keys), workload.distribution.c_str(),
                 static_cast<unsigned long long>(workload.limit),
                 static_cast<unsigned long long>(workload.window_ms));
   }
-  std::printf("%-5s %-8s %10s %9s %9s %8s %8s %7s %13s %7s %7s %6s %9s %10s %11s %11s\n", "nodes",
-              "workload", "decisions", "cpu_s", "local_s", "us/dec", "local", "factor", "min-max",
-              "idle_s", "l_idle", "net", "settle_ms", "entries/d", "denied_keys", "local_keys");
+  std::printf("%-5s %-8s %10s %9s %9s %8s %8s %7s %13s %9s %10s %11s %11s\n", "nodes", "workload",
+              "decisions", "cpu_s", "local_s", "us/dec", "local", "factor", "min-max", "settle_ms",
+              "entries/d", "denied_keys", "local_keys");
   for (const size_t nodes : {size_t{3}, size_t{5}, size_t{8}}) {
     for (const Workload& workload : Workloads(settings.overhead_checks)) {
       // --overhead-runs pairs, each a cluster run and a local-only run; the
@@ -254,21 +237,19 @@ void Overhead(const Settings& settings) {
       }
       const auto& [cluster, local] = pairs[(pairs.size() - 1) / 2];
       const double factor = factor_of(pairs[(pairs.size() - 1) / 2]);
-      // Without what the nodes of either side spend at rest over the run.
-      const double net_factor = cluster.net_per_decision_us() / local.net_per_decision_us();
       const double entries_per_decision =
           static_cast<double>(cluster.entries_sent) / static_cast<double>(cluster.decisions);
       const auto share = [&](const CpuRun& run) {
         return static_cast<double>(run.keys_denied) / static_cast<double>(workload.keys);
       };
       std::printf(
-          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %6.2f-%-6.2f %7.2f %7.2f %6.2f %8.0f%s "
-          "%10.2f %10.2f%% %10.2f%%\n",
+          "%-5zu %-8s %10llu %9.2f %9.2f %8.2f %8.2f %7.2f %6.2f-%-6.2f %8.0f%s %10.2f %10.2f%% "
+          "%10.2f%%\n",
           nodes, workload.name.c_str(), static_cast<unsigned long long>(cluster.decisions),
           cluster.cpu_s, local.cpu_s, cluster.per_decision_us(), local.per_decision_us(), factor,
-          factor_of(pairs.front()), factor_of(pairs.back()), cluster.idle_s, local.idle_s,
-          net_factor, cluster.settled.ms, cluster.settled.converged ? " " : "!",
-          entries_per_decision, 100 * share(cluster), 100 * share(local));
+          factor_of(pairs.front()), factor_of(pairs.back()), cluster.settled.ms,
+          cluster.settled.converged ? " " : "!", entries_per_decision, 100 * share(cluster),
+          100 * share(local));
       std::fflush(stdout);
       Json("{\"scenario\": \"overhead\", \"nodes\": " + std::to_string(nodes) +
            ", \"workload\": \"" + workload.name + "\", \"keys\": " + std::to_string(workload.keys) +
@@ -281,8 +262,6 @@ void Overhead(const Settings& settings) {
            ", \"cluster_cpu_us_per_decision\": " + std::to_string(cluster.per_decision_us()) +
            ", \"local_cpu_us_per_decision\": " + std::to_string(local.per_decision_us()) +
            ", \"factor\": " + std::to_string(factor) + ", \"factors\": [" + factors + "]" +
-           ", \"cluster_idle_s\": " + std::to_string(cluster.idle_s) + ", \"local_idle_s\": " +
-           std::to_string(local.idle_s) + ", \"net_factor\": " + std::to_string(net_factor) +
            ", \"settle_ms\": " + std::to_string(cluster.settled.ms) +
            ", \"converged\": " + (cluster.settled.converged ? "true" : "false") +
            ", \"gossip_entries_per_decision\": " + std::to_string(entries_per_decision) +

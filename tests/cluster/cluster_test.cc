@@ -20,6 +20,7 @@
 #include "cluster/local_cluster.h"
 #include "protocol/peer_auth.h"
 #include "protocol/peer_codec.h"
+#include "tests/support/cluster_client.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
@@ -32,6 +33,7 @@ using cluster::LocalCluster;
 using protocol::StatsReply;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+using testing::ConnectTo;
 using testing::MustCheck;
 using testing::PollUntil;
 using testing::TempDir;
@@ -48,17 +50,7 @@ std::unique_ptr<LocalCluster> StartCluster(size_t nodes, bool gossip = true,
   options.nodes = nodes;
   options.gossip = gossip;
   options.node_args = std::move(node_args);
-  std::unique_ptr<LocalCluster> cluster;
-  const Status status = LocalCluster::Start(options, &cluster);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return cluster;
-}
-
-std::unique_ptr<protocol::Client> ConnectTo(const LocalCluster& cluster, size_t node) {
-  std::unique_ptr<protocol::Client> client;
-  const Status status = cluster.Connect(node, &client);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return client;
+  return testing::MustStart(options);
 }
 
 // What the node would still admit of the key now (a peek: changes nothing).

@@ -9,6 +9,7 @@
 
 #include "cluster/local_cluster.h"
 #include "node/engine/headroom.h"
+#include "tests/support/cluster_client.h"
 #include "tests/support/must_check.h"
 #include "tests/support/poll.h"
 
@@ -16,6 +17,7 @@ namespace tally {
 namespace {
 
 using cluster::LocalCluster;
+using testing::ConnectTo;
 using testing::MustCheck;
 using testing::PollUntil;
 
@@ -31,17 +33,7 @@ std::unique_ptr<LocalCluster> StartCluster(const std::vector<int64_t>& max_delay
   for (size_t node = 0; node < kIds.size(); ++node) {
     options.node_env[node] = {"TALLY_GOSSIP_MAX_DELAY_MS=" + std::to_string(max_delay_ms[node])};
   }
-  std::unique_ptr<LocalCluster> cluster;
-  const Status status = LocalCluster::Start(options, &cluster);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return cluster;
-}
-
-std::unique_ptr<protocol::Client> ConnectTo(const LocalCluster& cluster, size_t node) {
-  std::unique_ptr<protocol::Client> client;
-  const Status status = cluster.Connect(node, &client);
-  REQUIRE_MESSAGE(status.ok(), status.ToString());
-  return client;
+  return testing::MustStart(options);
 }
 
 // A key whose relayer is node `relayer_index` while all three are members.
