@@ -774,8 +774,9 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       NoteNextDue(limit_class);
     }
   }
-  const auto begin = [&](const auto& limit_class, auto& entry) {
-    entry.key.set_marked(kDeferredMark, false);  // what waited goes now
+  // Starts the entry's snapshot; what waited goes now, unless `still_waits`.
+  const auto begin = [&](const auto& limit_class, auto& entry, bool still_waits = false) {
+    if (!still_waits) entry.key.set_marked(kDeferredMark, false);
     scratch->key.assign(entry.key.view());
     scratch->algorithm = limit_class.algorithm;
     scratch->window_ms = limit_class.window_ms;
@@ -803,14 +804,9 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       }
       entry->key.set_marked(kGossipMark, false);
       const bool to_relayer = waited && relayer != 0;
-      if (to_relayer) {  // it waits until the relayer's delta brings it back
-        Wait(limit_class.relayed, entry, now_ms + RelayConfirmMs(deferral_ms));
-        scratch->key.assign(entry->key.view());
-        scratch->algorithm = limit_class.algorithm;
-        scratch->window_ms = limit_class.window_ms;
-      } else {
-        begin(limit_class, *entry);
-      }
+      // Relayed, it waits until the relayer's delta brings it back.
+      if (to_relayer) Wait(limit_class.relayed, entry, now_ms + RelayConfirmMs(deferral_ms));
+      begin(limit_class, *entry, to_relayer);
       WindowCounts& counts = scratch->counts;
       if (relayer == self) {  // every node's slots, relayed or not
         ExportCounts(*entry, self, &counts);
