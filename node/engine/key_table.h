@@ -43,11 +43,12 @@ class KeyTable {
     return it == index_.end() ? nullptr : &At(*it);
   }
 
-  // Prefetches the index memory that Find(key, hash) will read. The empty asm
+  // Prefetches the index memory that Find(key, hash) will read (it depends
+  // on the hash alone). The empty asm
   // gives the call a visible effect: without it GCC finds the function pure
   // (prefetches only read) and deletes the call as dead code.
-  void PrefetchIndex(std::string_view key, size_t hash) const {
-    index_.prefetch(Probe{key, hash});
+  void PrefetchIndex(size_t hash) const {
+    index_.prefetch(HashOnly{hash});
     asm volatile("" ::: "memory");
   }
 

@@ -63,6 +63,7 @@ struct MergeItem {
   Status* status;
   size_t hash;                  // HashKey(snapshot->key)
   size_t shard;                 // its index
+  LimitSpec spec;               // the snapshot's class, without a limit
   const void* entry = nullptr;  // Shard::PrefetchProbableEntry's, for cache hints only
 };
 struct MergeScratch {
@@ -128,7 +129,7 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
   // two more pointers) the list of nodes and each node's slices.
   const auto give_hint = [](Shard& shard, size_t hint, const CheckRequest& request, size_t hash) {
     switch (hint) {
-      case 0: return shard.PrefetchIndex(request.key, hash, request.spec);
+      case 0: return shard.PrefetchIndex(hash, request.spec);
       case 1: shard.PrefetchProbableEntry(hash, request.spec); return;
       default: return shard.PrefetchBucketState(request.key, hash, request.spec, hint - 2);
     }
@@ -250,7 +251,11 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   for (size_t i = 0; i < count; ++i) {
     if (!statuses[i].ok()) continue;
     const size_t shard = ShardIndex(scratch.hashes[i]);
-    scratch.items[next[shard]++] = {&snapshots[i], &statuses[i], scratch.hashes[i], shard};
+    scratch.items[next[shard]++] = {&snapshots[i],
+                                    &statuses[i],
+                                    scratch.hashes[i],
+                                    shard,
+                                    {snapshots[i].algorithm, 0, snapshots[i].window_ms}};
   }
   // One pipeline over the whole batch, in shard order: stage 0 of the k-th
   // snapshot (its index slot) runs with stage 1 of the (k - kDistance)-th
@@ -265,9 +270,6 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   const int64_t wall_ms = options_.clock->WallMs();
   std::array<std::unique_lock<std::mutex>, kShardCount> locks;
   std::array<int64_t, kShardCount> now_ms;
-  const auto spec_of = [](const KeySnapshot& snapshot) {
-    return LimitSpec{snapshot.algorithm, 0, snapshot.window_ms};
-  };
   for (size_t k = 0; k < valid + kDepth; ++k) {
     if (k < valid) {
       const MergeItem& item = scratch.items[k];
@@ -275,11 +277,14 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
         locks[item.shard] = std::unique_lock<std::mutex>(shards_[item.shard].mu);
         now_ms[item.shard] = shards_[item.shard].Now(wall_ms);
       }
-      shards_[item.shard].PrefetchIndex(item.snapshot->key, item.hash, spec_of(*item.snapshot));
+      shards_[item.shard].PrefetchIndex(item.hash, item.spec);
+      // The snapshot's key, class and counts, for the later stages and the merge.
+      __builtin_prefetch(item.snapshot);
+      __builtin_prefetch(&item.snapshot->counts.previous);
     }
     if (k >= kDistance && k - kDistance < valid) {
       MergeItem& item = scratch.items[k - kDistance];
-      item.entry = shards_[item.shard].PrefetchProbableEntry(item.hash, spec_of(*item.snapshot));
+      item.entry = shards_[item.shard].PrefetchProbableEntry(item.hash, item.spec);
     }
     for (size_t level = 0; level < 2; ++level) {
       const size_t behind = (2 + level) * kDistance;

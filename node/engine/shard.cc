@@ -557,10 +557,10 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
   return Status::OK();
 }
 
-void Shard::PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec) {
+void Shard::PrefetchIndex(size_t hash, const LimitSpec& spec) {
   WithClasses(spec.algorithm, [&](auto& classes) {
     if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {
-      limit_class->table->PrefetchIndex(key, hash);
+      limit_class->table->PrefetchIndex(hash);
     }
   });
 }

@@ -121,7 +121,7 @@ struct alignas(64) Shard {
   // bucket's list of nodes and each node's slices; for a merge, the memory
   // outside that entry that merging the snapshot reads (other nodes' slots,
   // stamps or slices), what it points to and what that points to.
-  void PrefetchIndex(std::string_view key, size_t hash, const LimitSpec& spec);
+  void PrefetchIndex(size_t hash, const LimitSpec& spec);
   const void* PrefetchProbableEntry(size_t hash, const LimitSpec& spec);
   void PrefetchBucketState(std::string_view key, size_t hash, const LimitSpec& spec, size_t level);
   void PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, size_t level);
