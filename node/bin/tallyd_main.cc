@@ -443,6 +443,7 @@ int main(int argc, char** argv) {
     gossip_options.relay = !no_relay;
     gossip.emplace(gossip_options, &limiter);
     limiter.SetRoundWanted([&gossip] { gossip->WantRound(); });  // before any check
+    limiter.SetGossipWork([&gossip] { gossip->NoteWork(); });
     if (tally::Status status = gossip->Listen(); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;

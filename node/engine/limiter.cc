@@ -82,6 +82,7 @@ Limiter::Limiter(const Options& options)
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
+    shards_[i].gossip_work = &gossip_work_;
     Coordination::Settings coordination;
     coordination.self = options.node_id;
     coordination.escrow_epoch_ms = options.escrow_epoch_ms;
@@ -303,15 +304,21 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   }
 }
 
-void Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred,
-                            const GossipRelay* relay) {
+int64_t Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred,
+                               const GossipRelay* relay) {
   KeySnapshot scratch;
+  int64_t next_due_in_ms = INT64_MAX;
   for (size_t i = 0; i < kShardCount; ++i) {
     Shard& shard = shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
-    shard.CollectGossip(options_.node_id, shard.Now(options_.clock->WallMs()), flush_deferred,
-                        relay, &scratch, sink);
+    const int64_t now_ms = shard.Now(options_.clock->WallMs());
+    shard.CollectGossip(options_.node_id, now_ms, flush_deferred, relay, &scratch, sink);
+    if (shard.next_release_ms != INT64_MAX) {
+      next_due_in_ms =
+          std::min(next_due_in_ms, std::max<int64_t>(0, shard.next_release_ms - now_ms));
+    }
   }
+  return next_due_in_ms;
 }
 
 size_t Limiter::shard_count() { return kShardCount; }

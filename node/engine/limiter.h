@@ -168,8 +168,10 @@ class Limiter {
   // (MergeBatch, kDelta); a counter this node relays goes to `sink` with
   // every node's slots, what was relayed to it and its own admissions that
   // waited held for the class's deferral first.
-  void CollectGossip(const SnapshotSink& sink, bool flush_deferred = false,
-                     const GossipRelay* relay = nullptr);
+  // Returns how long from now (ms, at least 0) until the earliest of what
+  // still waits is due; INT64_MAX when nothing waits.
+  int64_t CollectGossip(const SnapshotSink& sink, bool flush_deferred = false,
+                        const GossipRelay* relay = nullptr);
   static size_t shard_count();
   void CollectReplica(size_t shard, const SnapshotSink& sink);
 
@@ -209,6 +211,12 @@ class Limiter {
   void SetRoundWanted(std::function<void()> round_wanted) {
     round_wanted_ = std::move(round_wanted);
   }
+  // Called when a shard that had nothing for the next gossip round gets
+  // something (an entry marked to go at the next round, or an earlier due
+  // time of what waits), so that a gossip thread that rests while there is
+  // nothing to send wakes for it. Under a shard's mutex, as round_wanted.
+  // Set once, before any check; empty: never called.
+  void SetGossipWork(std::function<void()> gossip_work) { gossip_work_ = std::move(gossip_work); }
 
   // The cluster as gossip sees it now (the gossip thread sets it): its
   // members that have not left, this node included, and how many of the
@@ -264,6 +272,7 @@ class Limiter {
   std::atomic<size_t> cluster_size_;
   std::atomic<size_t> unreachable_peers_{0};
   std::function<void()> round_wanted_;  // set before any check, read only after
+  std::function<void()> gossip_work_;   // likewise
   DeferralLosses deferral_losses_;      // its own thread safety
   std::atomic<uint64_t> erasures_{0};
   std::unique_ptr<Shard[]> shards_;

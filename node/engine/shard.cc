@@ -339,7 +339,7 @@ void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpe
   if (gossip_delay_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);  // its queue slot is void now
     Mark(limit_class, entry, kGossipMark);
-    gossip_marked = true;
+    MarkForRound();
   } else if (!entry->key.marked(kDeferredMark)) {  // else it waits since an earlier admission
     entry->key.set_marked(kDeferredMark, true);
     Wait(limit_class.deferred, entry, now_ms + gossip_delay_ms);
@@ -350,7 +350,14 @@ template <typename Entry>
 void Shard::Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry,
                  int64_t due_ms) {
   queue.push_back({entry, due_ms});
-  next_release_ms = std::min(next_release_ms, due_ms);
+  if (due_ms >= next_release_ms) return;
+  next_release_ms = due_ms;
+  if (gossip_work != nullptr && *gossip_work) (*gossip_work)();
+}
+
+void Shard::MarkForRound() {
+  if (std::exchange(gossip_marked, true)) return;
+  if (gossip_work != nullptr && *gossip_work) (*gossip_work)();
 }
 
 template <typename Entry>
@@ -366,7 +373,7 @@ void Shard::HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_
   if (hold_ms == 0) {
     entry->key.set_marked(kDeferredMark, false);
     Mark(limit_class, entry, kGossipMark);
-    gossip_marked = true;
+    MarkForRound();
     return;
   }
   // What comes in while the entry waits goes with what waits; else a hold starts.

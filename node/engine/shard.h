@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -100,6 +101,9 @@ struct alignas(64) Shard {
   int64_t next_release_ms = INT64_MAX;
   // An entry was marked for gossip (kGossipMark) since the last CollectGossip.
   bool gossip_marked = false;
+  // Limiter::SetGossipWork's, set once: called (mu held) when gossip_marked
+  // turns true or next_release_ms comes sooner (NoteGossipWork).
+  const std::function<void()>* gossip_work = nullptr;
   std::vector<LimitClass<CounterEntry>> counters;  // fixed window and sliding counter
   std::vector<LimitClass<LogEntry>> logs;
   std::vector<LimitClass<BucketEntry>> buckets;
@@ -182,7 +186,11 @@ struct alignas(64) Shard {
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
   // An admission here: a change to store and to gossip, at the next round
   // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
-  // Queues the entry to wait until due_ms, and keeps next_release_ms.
+  // Marks the shard as having an entry for the next round (gossip_marked),
+  // telling gossip_work if it had none.
+  void MarkForRound();
+  // Queues the entry to wait until due_ms, and keeps next_release_ms (telling
+  // gossip_work when it comes sooner).
   template <typename Entry>
   void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t due_ms);
   // Lowers next_release_ms to the class's earliest due time, if any.

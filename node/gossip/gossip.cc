@@ -83,7 +83,10 @@ struct Gossip::Impl {
 
   // Every interval_ms, or sooner when asked (WantRound): this node's delta to
   // every link that is up, then the membership, the links' and sessions'
-  // housekeeping.
+  // housekeeping. After a round that sent nothing, with every link up and
+  // no work noted meanwhile (NoteWork), the next one comes when the next
+  // membership table or the earliest of what waits is due instead (rest, at
+  // most heartbeat_ms), or as soon as work is noted.
   asio::awaitable<void> Rounds() {
     next_round_at = SteadyClock::now() + std::chrono::milliseconds(shared.options.interval_ms);
     while (!stopping) {
@@ -96,8 +99,24 @@ struct Gossip::Impl {
       last_round_at = now;
       next_round_at = now + std::chrono::milliseconds(shared.options.interval_ms);
       round_wanted.store(false, std::memory_order_relaxed);
-      Round(/*flush_deferred=*/false);
+      resting.store(true, std::memory_order_relaxed);  // before the round looks for work
+      const int64_t rest_ms = Round(/*flush_deferred=*/false);
+      if (rest_ms > shared.options.interval_ms && resting.load(std::memory_order_relaxed)) {
+        next_round_at = now + std::chrono::milliseconds(rest_ms);
+      } else {
+        resting.store(false, std::memory_order_relaxed);
+      }
     }
+  }
+
+  // A shard noted work while the thread rested (NoteWork): the next round
+  // comes an interval after the last, or now if that has passed.
+  void EndRest() {
+    const auto due = std::max(
+        SteadyClock::now(), last_round_at + std::chrono::milliseconds(shared.options.interval_ms));
+    if (stopping || due >= next_round_at) return;
+    next_round_at = due;
+    round_timer.cancel();  // Rounds waits again, for the new time
   }
 
   // Brings the next round forward, to no sooner than interval_ms /
@@ -111,8 +130,11 @@ struct Gossip::Impl {
   }
 
   // flush_deferred: send what waits too (node/engine/headroom.h), however
-  // long it may still wait: the node is leaving.
-  void Round(bool flush_deferred) {
+  // long it may still wait: the node is leaving. Returns how long (ms) the
+  // thread may rest before the next round: 0 when it sent anything, a link
+  // is not up or the node leaves; else until the next membership table or the
+  // earliest of what waits is due, at most heartbeat_ms.
+  int64_t Round(bool flush_deferred) {
     protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
                                        shared.options.max_frame_bytes);
     std::vector<std::string> encoded;
@@ -127,7 +149,7 @@ struct Gossip::Impl {
                                       .first->second;
                               delta.encoder.Add(snapshot, &delta.encoded);
                             }};
-    shared.limiter->CollectGossip(
+    const int64_t next_due_in_ms = shared.limiter->CollectGossip(
         [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); }, flush_deferred,
         &relay);
     encoder.Finish(&encoded);
@@ -162,6 +184,14 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
+    const bool all_up =
+        std::all_of(links.begin(), links.end(), [](const auto& link) { return link.second->up(); });
+    if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr) return 0;
+    // Links send heartbeats only at rounds (PeerLink::Tick): one comes
+    // within heartbeat_ms, so that every link stays within twice that.
+    const int64_t next_beat_in_ms = last_beat_ms + shared.options.membership_interval_ms - now_ms;
+    return std::max<int64_t>(
+        0, std::min({next_beat_in_ms, next_due_in_ms, shared.options.heartbeat_ms}));
   }
 
   // A round's delta for one relayer.
@@ -365,6 +395,10 @@ struct Gossip::Impl {
   SteadyClock::time_point next_round_at{};
   // Set by WantRound (any thread) until the round runs: one request posted at a time.
   std::atomic<bool> round_wanted{false};
+  // Set by Rounds before each round looks for work, cleared by NoteWork (any
+  // thread; a shard's mutex orders its work before this) or by a round that
+  // finds work: while it holds, a round's rest stands.
+  std::atomic<bool> resting{false};
   std::map<std::string, std::shared_ptr<PeerLink>> links;  // by address
   std::set<std::string> dropped_seeds;  // seeds found to be this node or a member elsewhere
   std::set<std::string> self_seeds;     // the seeds that are this node
@@ -416,6 +450,15 @@ void Gossip::WantRound() {
   Impl& impl = *impl_;
   if (impl.round_wanted.exchange(true, std::memory_order_relaxed)) return;  // asked already
   asio::post(impl.io, [&impl] { impl.BringRoundForward(); });
+}
+
+void Gossip::NoteWork() {
+  Impl& impl = *impl_;
+  if (!impl.resting.load(std::memory_order_relaxed) ||
+      !impl.resting.exchange(false, std::memory_order_relaxed)) {
+    return;  // not resting, or told already
+  }
+  asio::post(impl.io, [&impl] { impl.EndRest(); });
 }
 
 void Gossip::Start() {

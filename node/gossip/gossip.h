@@ -23,6 +23,10 @@
 // interval_ms a delta (the keys admitted to here since the last round, this
 // node's own slots and new stamps only), a heartbeat when there was nothing
 // to send for heartbeat_ms, and a new full sync every full_sync_interval_ms.
+// Rounds rest while there is nothing to send and every link is up: after a
+// round that sent nothing, the next comes when the next membership table or
+// the earliest admission that waits is due, or an interval after the last
+// one as soon as the Limiter has something for it (NoteWork).
 // A link that breaks is redialled with a backoff (reconnect_min_ms doubling
 // to reconnect_max_ms) and starts with a full sync again: that is the
 // anti-entropy that repairs whatever deltas were lost with the connection.
@@ -159,11 +163,16 @@ class Gossip {
   static constexpr int64_t kRecoveryProgressMs = 250;
   Recovery WaitForRecovery(int64_t timeout_ms,
                            const std::function<void(const Recovery&)>& progress = {});
-  // Runs the next round soon, no sooner than a fifth of interval_ms after the
+  // Runs the next round soon, no sooner than a tenth of interval_ms after the
   // last one, instead of a whole interval after it: the Limiter asks for it
   // (Limiter::SetRoundWanted) when this node's unsent admissions on a key
-  // near its limit come to half its share. Thread-safe; returns at once.
+  // near its limit come to an eighth of its share. Thread-safe; returns at once.
   void WantRound();
+  // The Limiter has something for the next round (Limiter::SetGossipWork):
+  // if the thread rests because the last round found nothing to send, the
+  // next round comes an interval after the last, as without rest.
+  // Thread-safe; returns at once.
+  void NoteWork();
   // Tells every peer this node leaves (they drop it at once instead of
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);

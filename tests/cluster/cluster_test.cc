@@ -6,6 +6,7 @@
 // Windows are a day long where a test needs counts to stay put (a boundary
 // falls inside a run practically never); the global-limit test uses 1 s
 // windows on purpose, and counts per window.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -404,6 +405,38 @@ TEST_CASE("cluster: a node that spends half its share sends it before the next r
       std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count();
   MESSAGE("the peers heard after " << elapsed_ms << " ms");
   CHECK(elapsed_ms < 2'500);
+}
+
+// Idle, a node's gossip rounds rest (they come with its membership table,
+// at most a heartbeat apart, not every interval), and an admission wakes
+// them: it reaches the peer about as soon as without rest, not a rest later.
+TEST_CASE("cluster: an idle node's gossip rests, and an admission wakes it") {
+  auto cluster = StartCluster(2, true,
+                              {"--membership-interval-ms", "5000", "--suspect-after-ms", "30000",
+                               "--dead-after-ms", "60000"},
+                              /*gossip_max_delay_ms=*/0);
+  REQUIRE(cluster->WaitConnected(20'000).ok());
+  const uint64_t before = GossipRounds(*cluster, 0);
+  std::this_thread::sleep_for(milliseconds(2'000));  // the measurement: rounds in 2 s
+  const uint64_t idle_rounds = GossipRounds(*cluster, 0) - before;
+  MESSAGE("rounds in 2 s at rest: " << idle_rounds);
+  CHECK(idle_rounds <= 6);  // 40 at the 50 ms interval; one a second (heartbeat_ms) at rest
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000, kDayMs};
+  auto client = ConnectTo(*cluster, 0);
+  std::vector<int64_t> elapsed_ms;
+  for (int trial = 0; trial < 7; ++trial) {
+    const std::string key = "wake-" + std::to_string(trial);
+    std::this_thread::sleep_for(milliseconds(300));  // the node rests again
+    const auto start = steady_clock::now();
+    CHECK(MustCheck(*client, {key, spec, 1}).allowed);
+    REQUIRE(PollUntil([&] { return Remaining(*cluster, 1, key, spec) == 999; }));
+    elapsed_ms.push_back(
+        std::chrono::duration_cast<milliseconds>(steady_clock::now() - start).count());
+  }
+  std::sort(elapsed_ms.begin(), elapsed_ms.end());
+  MESSAGE("the peer heard after " << elapsed_ms.front() << " to " << elapsed_ms.back()
+                                  << " ms, median " << elapsed_ms[3] << " ms");
+  CHECK(elapsed_ms[3] < 250);  // a rest of up to 1 s would take 500 ms in the median
 }
 
 // A 2|1 partition under 4x demand spread evenly: fail-open, each side

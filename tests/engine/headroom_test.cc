@@ -105,6 +105,42 @@ TEST_CASE("headroom: flushing sends every waiting admission") {
   CHECK(node.Collect(/*flush=*/true).empty());
 }
 
+// What lets a gossip thread rest while there is nothing to send: the hook
+// (Limiter::SetGossipWork) hears of a shard's first entry for the next round
+// and of a new wait, not of what adds to them, and CollectGossip tells how
+// long until the earliest of what waits is due.
+TEST_CASE("headroom: a resting gossip thread hears of new work, and when what waits is due") {
+  ManualClock clock(kStartMs);
+  EngineNode node = Node(&clock, 1, 1'000, 3);
+  int noted = 0;
+  node.limiter->SetGossipWork([&noted] { ++noted; });
+  const auto collect = [&](size_t* sent) {
+    *sent = 0;
+    return node.limiter->CollectGossip([&](const KeySnapshot&) { ++*sent; });
+  };
+  const LimitSpec far{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
+  const LimitSpec near{Algorithm::kFixedWindow, 10, 60'000};
+  size_t sent = 0;
+  CHECK(collect(&sent) == INT64_MAX);  // nothing waits
+  CHECK(node.Admit("far", far));       // waits 1,000 ms
+  CHECK(noted == 1);
+  CHECK(node.Admit("far", far));  // waits with the first
+  CHECK(noted == 1);
+  CHECK(node.Admit("near", near));  // for the next round
+  CHECK(noted == 2);
+  CHECK(node.Admit("near", near));
+  CHECK(noted == 2);
+  clock.AdvanceMs(400);
+  CHECK(collect(&sent) == 600);  // "near" went; "far" is due in 600 ms
+  CHECK(sent == 1);
+  CHECK(node.Admit("near", near));  // the next round's again
+  CHECK(noted == 3);
+  clock.AdvanceMs(700);
+  CHECK(collect(&sent) == INT64_MAX);  // "far" and "near" went; nothing waits
+  CHECK(sent == 2);
+  CHECK(noted == 3);
+}
+
 // The log and escrow keep prompt gossip; so does a delay of 0.
 TEST_CASE("headroom: the log, escrow and a zero delay send every round") {
   ManualClock clock(kStartMs);
