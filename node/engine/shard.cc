@@ -95,7 +95,7 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
 
 // How many entries ahead a pass over a class's changed or deferred entries
 // prefetches.
-constexpr size_t kCollectAhead = 8;
+constexpr size_t kCollectAhead = 12;
 // How many items ahead a release from a queue of waiting entries prefetches
 // their entries: it reads one byte of each, so it must look further ahead.
 constexpr size_t kReleaseAhead = 32;
@@ -105,18 +105,40 @@ const void* OutsideState(const CounterEntry& entry) { return entry.remote.get();
 const void* OutsideState(const LogEntry& entry) { return entry.own.stamps.data(); }
 const void* OutsideState(const BucketEntry& entry) { return entry.state.nodes.data(); }
 
-// For a pass over `changed` (entries are scattered) at i: fetches the entry
-// kCollectAhead ahead, and what the one half as far ahead points to if it is
-// still marked `mark` (its entry has arrived by then).
-template <typename Entry>
-void PrefetchAhead(const std::vector<Entry*>& changed, size_t i, int mark) {
-  if (i + kCollectAhead < changed.size()) __builtin_prefetch(changed[i + kCollectAhead]);
-  if (i + kCollectAhead / 2 < changed.size()) {
-    const Entry* ahead = changed[i + kCollectAhead / 2];
-    if (ahead->key.marked(mark)) {
+// What that points to and a snapshot reads next: a counter's slots.
+void PrefetchSlots(const CounterEntry& entry) {
+  if (const RemoteCounts* remote = entry.remote.get()) {
+    if (!remote->current.empty()) __builtin_prefetch(remote->current.slots().data());
+    if (!remote->previous.empty()) __builtin_prefetch(remote->previous.slots().data());
+  }
+}
+void PrefetchSlots(const LogEntry&) {}
+void PrefetchSlots(const BucketEntry&) {}
+
+// For a pass over `entries` (scattered) at i: fetches the entry
+// kCollectAhead ahead; what the one half as far ahead points to, and what
+// that points to for the one a quarter as far ahead, if wanted(entry) (read
+// once its entry has arrived). The empty volatile asm keeps the calls: GCC
+// finds a function that only reads and prefetches free of side effects and
+// deletes calls to it that it does not inline (key_table.h says the same).
+template <typename Entry, typename Wanted>
+void PrefetchAhead(const std::vector<Entry*>& entries, size_t i, const Wanted& wanted) {
+  asm volatile("");
+  if (i + kCollectAhead < entries.size()) __builtin_prefetch(entries[i + kCollectAhead]);
+  if (i + kCollectAhead / 2 < entries.size()) {
+    const Entry* ahead = entries[i + kCollectAhead / 2];
+    if (wanted(*ahead)) {
       if (const void* outside = OutsideState(*ahead)) __builtin_prefetch(outside);
     }
   }
+  if (i + kCollectAhead / 4 < entries.size()) {
+    const Entry* ahead = entries[i + kCollectAhead / 4];
+    if (wanted(*ahead)) PrefetchSlots(*ahead);
+  }
+}
+template <typename Entry>
+void PrefetchAhead(const std::vector<Entry*>& entries, size_t i, int mark) {
+  PrefetchAhead(entries, i, [mark](const Entry& entry) { return entry.key.marked(mark); });
 }
 
 // Whether a merge changed the entry's peers' slots alone since it was
@@ -166,8 +188,11 @@ void CollectChangedClasses(std::vector<LimitClass<Entry>>& classes, NodeId self,
     }
     limit_class.changed[kStorageMark].clear();
     if (!with_peer_changes) continue;
-    for (Entry* entry : limit_class.peers_changed) {
-      if (PeersUnsaved(*entry)) Collect(limit_class, *entry, self, scratch, sink);
+    const std::vector<Entry*>& peers_changed = limit_class.peers_changed;
+    for (size_t i = 0; i < peers_changed.size(); ++i) {
+      PrefetchAhead(peers_changed, i, [](const Entry&) { return true; });
+      if (PeersUnsaved(*peers_changed[i]))
+        Collect(limit_class, *peers_changed[i], self, scratch, sink);
     }
     limit_class.peers_changed.clear();
   }
