@@ -40,7 +40,9 @@ struct Gossip::Impl {
             [this] { return asio::any_io_executor(io.get_executor()); },
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
         round_timer(io),
-        member_losses(limiter) {}
+        member_losses(limiter) {
+    shared.end_rest = [this] { EndRest(); };
+  }
 
   // A new connection to the gossip port becomes a session, unless
   // max_connections are open or its address has max_unauthenticated_per_address
@@ -109,8 +111,9 @@ struct Gossip::Impl {
     }
   }
 
-  // A shard noted work while the thread rested (NoteWork): the next round
-  // comes an interval after the last, or now if that has passed.
+  // A shard noted work while the thread rested (NoteWork), a link went
+  // down, or the node leaves: the next round comes an interval after the
+  // last, or now if that has passed.
   void EndRest() {
     const auto due = std::max(
         SteadyClock::now(), last_round_at + std::chrono::milliseconds(shared.options.interval_ms));
@@ -531,6 +534,7 @@ void Gossip::Leave(int64_t timeout_ms) {
     impl.Beat(/*leaving=*/true);
     impl.leave_deadline_ms = impl.shared.NowMs() + timeout_ms;
     impl.leave_done = &sent;
+    impl.EndRest();  // the rounds that finish the leave come every interval
   });
   done.wait();  // a round sets it by the deadline, or Shutdown does
   Stop();

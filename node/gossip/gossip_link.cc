@@ -172,6 +172,7 @@ void PeerLink::Reset(const std::string& why) {
   asio::error_code ignored;
   socket_.close(ignored);
   went_down_ = went_down_ || (was_up && !stopping_);
+  if (was_up && !stopping_ && shared_.end_rest) shared_.end_rest();
   if (!stopping_ && !reported_down_) {
     spdlog::warn("gossip link to {} down: {}; this node decides from what it knows", address_, why);
     reported_down_ = true;

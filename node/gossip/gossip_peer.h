@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,10 @@ struct GossipShared {
 
   // Gossip thread only.
   Frame members_frame;  // the latest membership table, encoded: sent after every hello
+  // Ends a rest of the rounds (Gossip): the next round comes an interval
+  // after the last. A link that goes down calls it, so that the engine hears
+  // of the unreachable peer at the next round, as without rest.
+  std::function<void()> end_rest;
   // Endpoints that answered with this node's own id: a seed's name that
   // resolves to this node as well as to others.
   std::set<tcp::endpoint> self_endpoints;
