@@ -44,9 +44,9 @@ class KeyTable {
   }
 
   // Prefetches the index memory that Find(key, hash) will read (it depends
-  // on the hash alone). The empty asm
-  // gives the call a visible effect: without it GCC finds the function pure
-  // (prefetches only read) and deletes the call as dead code.
+  // on the hash alone). The empty asm gives the call a visible effect:
+  // without it GCC finds the function pure (prefetches only read) and
+  // deletes the call as dead code.
   void PrefetchIndex(size_t hash) const {
     index_.prefetch(HashOnly{hash});
     asm volatile("" ::: "memory");

@@ -377,11 +377,14 @@ void Shard::Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry*
   queue.push_back({entry, due_ms});
   if (due_ms >= next_release_ms) return;
   next_release_ms = due_ms;
-  if (gossip_work != nullptr && *gossip_work) (*gossip_work)();
+  NoteGossipWork();
 }
 
 void Shard::MarkForRound() {
-  if (std::exchange(gossip_marked, true)) return;
+  if (!std::exchange(gossip_marked, true)) NoteGossipWork();
+}
+
+void Shard::NoteGossipWork() const {
   if (gossip_work != nullptr && *gossip_work) (*gossip_work)();
 }
 

@@ -184,21 +184,23 @@ struct alignas(64) Shard {
   // A counter's merge that changed its peers' slots only: stored with the
   // peer changes (peers_changed), unless it is marked already.
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
-  // An admission here: a change to store and to gossip, at the next round
-  // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
   // Marks the shard as having an entry for the next round (gossip_marked),
-  // telling gossip_work if it had none.
+  // calling NoteGossipWork if it had none.
   void MarkForRound();
-  // Queues the entry to wait until due_ms, and keeps next_release_ms (telling
-  // gossip_work when it comes sooner).
+  // Queues the entry to wait until due_ms, and keeps next_release_ms
+  // (calling NoteGossipWork when it comes sooner).
   template <typename Entry>
   void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t due_ms);
+  // Tells gossip_work, if set, that this shard has new work for gossip.
+  void NoteGossipWork() const;
   // Lowers next_release_ms to the class's earliest due time, if any.
   template <typename Entry>
   void NoteNextDue(const LimitClass<Entry>& limit_class);
   // A counter's delta came in for this node to relay: it goes to every
   // peer within the class's deferral (at the next round without one).
   void HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_ms);
+  // An admission here: a change to store and to gossip, at the next round
+  // when gossip_delay_ms is 0, else by now_ms + gossip_delay_ms.
   template <typename Entry>
   void MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry,
                     int64_t gossip_delay_ms, int64_t now_ms);

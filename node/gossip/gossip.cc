@@ -166,11 +166,12 @@ struct Gossip::Impl {
       Beat(/*leaving=*/false);
     }
     FollowMembership(now_ms);
-    bool any_up = false, all_idle = true;
+    bool any_up = false, all_up = true, all_idle = true;
     for (const auto& [address, link] : links) {
       link->SendDelta(frames, encoder.entries());
       link->Tick(now_ms);
       any_up = any_up || link->up();
+      all_up = all_up && link->up();
       all_idle = all_idle && (!link->up() || link->idle());
     }
     const std::vector<std::shared_ptr<PeerSession>> open(sessions.begin(), sessions.end());
@@ -187,8 +188,6 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
-    const bool all_up =
-        std::all_of(links.begin(), links.end(), [](const auto& link) { return link.second->up(); });
     if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr) return 0;
     // Links send heartbeats only at rounds (PeerLink::Tick): one comes
     // within heartbeat_ms, so that every link stays within twice that.
