@@ -228,9 +228,10 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
   }
   LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
   if (!limit_class) {
-    classes.push_back(
-        {spec.algorithm, spec.window_ms, std::make_unique<KeyTable<Entry>>(), {}, {}, {}, {}, {}});
-    limit_class = &classes.back();
+    limit_class = &classes.emplace_back();
+    limit_class->algorithm = spec.algorithm;
+    limit_class->window_ms = spec.window_ms;
+    limit_class->table = std::make_unique<KeyTable<Entry>>();
   }
   budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
     return IsExpired(old, spec.algorithm, spec.window_ms, now_ms);
@@ -347,14 +348,23 @@ void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
       entry->remote->peers_unsaved) {
     return;
   }
+  LimitClass<CounterEntry>& limit_class = *FindClass(counters, spec.algorithm, spec.window_ms);
+  const bool admitted_here = (entry->own_current > 0 || entry->own_previous > 0) &&
+                             (limit_class.own_restored_window == INT64_MIN ||
+                              entry->window_index >= limit_class.own_restored_window + 2);
+  if (admitted_here && entry->remote->current.Sum() + entry->remote->previous.Sum() <=
+                           HeadroomShare(limit_class.smallest_limit, coordination.members())) {
+    return;
+  }
   entry->remote->peers_unsaved = true;
-  FindClass(counters, spec.algorithm, spec.window_ms)->peers_changed.push_back(entry);
+  limit_class.peers_changed.push_back(entry);
 }
 
 template <typename Entry>
 void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec,
                          Entry* entry, int64_t gossip_delay_ms, int64_t now_ms) {
   LimitClass<Entry>& limit_class = *FindClass(classes, spec.algorithm, spec.window_ms);
+  limit_class.smallest_limit = std::min(limit_class.smallest_limit, spec.limit);
   if (track_changes) Mark(limit_class, entry, kStorageMark);
   if (!replicate) return;
   if (entry->key.marked(kGossipMark)) {  // sent next round: to every peer, if this must be
@@ -729,6 +739,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   // this node back its own admissions (after a restart) is stored at once.
   if (entry->window_index != window_before || entry->own_current != own_current_before ||
       entry->own_previous != own_previous_before) {
+    FindClass(counters, spec.algorithm, spec.window_ms)->own_restored_window = now_window;
     MarkMerged(counters, spec, entry);
   } else {
     MarkPeersMerged(spec, entry);
@@ -957,6 +968,8 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
         return status;
       }
       tally::MergeCounts(*entry, self, SlotsForPeers(coordination), snapshot.counts);
+      FindClass(counters, spec.algorithm, spec.window_ms)->own_restored_window =
+          now_ms / static_cast<int64_t>(spec.window_ms);
       return Status::OK();
     }
     case Algorithm::kSlidingWindowLog: {

@@ -68,6 +68,13 @@ struct LimitClass {
   // kStorageMark), for CollectChanges with peer changes. Like `changed`, it
   // may name entries freed or reused since: only a flagged one counts.
   std::vector<Entry*> peers_changed;
+  // Counters only, for MarkPeersMerged: the smallest limit this node has
+  // admitted by on a key of the class (never raised), and the last window in
+  // which a key's own slots came from disk or from a peer instead (Restore, a
+  // merge that gave them back). From two windows later on, every own slot
+  // counts admissions made here, by a limit of at least smallest_limit.
+  uint64_t smallest_limit = UINT64_MAX;
+  int64_t own_restored_window = INT64_MIN;
   // Entries whose admissions may wait, each with the time by which they go
   // out, oldest first (one delay per class, so also by due time). Like
   // `changed`, it may name entries freed or reused since: only an entry still
@@ -182,7 +189,12 @@ struct alignas(64) Shard {
   template <typename Entry>
   void MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec& spec, Entry* entry);
   // A counter's merge that changed its peers' slots only: stored with the
-  // peer changes (peers_changed), unless it is marked already.
+  // peer changes (peers_changed), unless it is marked already, or its own
+  // slots count admissions made here (LimitClass::smallest_limit) and all
+  // peers' slots together are still within a headroom share of that limit
+  // (HeadroomShare): a key far from its limit, whose peers' slots a restart
+  // with no peer answering may forget. They are stored with its next own
+  // change, or a checkpoint.
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
   // Marks the shard as having an entry for the next round (gossip_marked),
   // calling NoteGossipWork if it had none.

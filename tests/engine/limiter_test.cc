@@ -538,6 +538,66 @@ TEST_CASE("peers' slots alone are collected only with the peer changes") {
   CHECK(Collect(limiter).empty());
 }
 
+// Peers' slots of a key this node admits to are not written while they stay
+// within a headroom share (limit / 32 on one member) of the smallest limit it
+// admitted by in the class; past it, on a key it never admitted to, or while
+// its own slots may still hold counts restored from disk, they are.
+TEST_CASE("peers' slots of a key far from its limit wait for its next own change") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 3'200, 1'000};  // share: 100
+  Decision decision;
+  REQUIRE(limiter.Check("far", spec, 1, &decision).ok());
+  REQUIRE(Collect(limiter).size() == 1);
+  WindowCounts peer;
+  peer.window_index = kStartMs / 1'000;
+  peer.current.MergeSlot(2, 60);
+  peer.previous.MergeSlot(2, 40);
+  REQUIRE(MergeCounts(limiter, "far", spec, peer).ok());
+  REQUIRE(MergeCounts(limiter, "never admitted here", spec, peer).ok());
+  std::vector<KeySnapshot> collected = Collect(limiter);
+  REQUIRE(collected.size() == 1);
+  CHECK(collected[0].key == "never admitted here");
+  // One more past the share: written, with every slot.
+  peer.current.MergeSlot(2, 61);
+  REQUIRE(MergeCounts(limiter, "far", spec, peer).ok());
+  collected = Collect(limiter);
+  REQUIRE(collected.size() == 1);
+  CHECK(collected[0].counts.current.Get(2) == 61);
+  CHECK(collected[0].counts.current.Get(1) == 1);
+  // A smaller limit admitted by in the class lowers the share of every key in it.
+  REQUIRE(limiter.Check("near", LimitSpec{spec.algorithm, 320, spec.window_ms}, 1, &decision).ok());
+  REQUIRE(Collect(limiter).size() == 1);
+  WindowCounts small;
+  small.window_index = peer.window_index;
+  small.current.MergeSlot(3, 11);  // over 320 / 32 with the others
+  REQUIRE(MergeCounts(limiter, "far", spec, small).ok());
+  CHECK(Collect(limiter).size() == 1);
+  // Own slots restored from disk may count admissions by any limit: until
+  // two windows later, peers' slots of every key of the class are written.
+  Limiter restarted(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  KeySnapshot stored;
+  stored.key = "stored";
+  stored.algorithm = spec.algorithm;
+  stored.window_ms = spec.window_ms;
+  stored.counts.window_index = peer.window_index;
+  stored.counts.current.MergeSlot(1, 5);
+  REQUIRE(restarted.Restore(stored).ok());
+  REQUIRE(restarted.Check("stored", spec, 1, &decision).ok());
+  REQUIRE(Collect(restarted).size() == 1);
+  WindowCounts one;
+  one.window_index = peer.window_index;
+  one.current.MergeSlot(2, 1);
+  REQUIRE(MergeCounts(restarted, "stored", spec, one).ok());
+  CHECK(Collect(restarted).size() == 1);
+  clock.AdvanceMs(2'000);
+  REQUIRE(restarted.Check("stored", spec, 1, &decision).ok());
+  REQUIRE(Collect(restarted).size() == 1);
+  one.window_index += 2;
+  REQUIRE(MergeCounts(restarted, "stored", spec, one).ok());
+  CHECK(Collect(restarted).empty());
+}
+
 // CollectAll snapshots every live key of every algorithm, leaves out expired
 // ones, and leaves nothing to CollectChanges.
 TEST_CASE("collect all snapshots every live key and clears the changes") {
