@@ -349,15 +349,21 @@ void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
     return;
   }
   LimitClass<CounterEntry>& limit_class = *FindClass(counters, spec.algorithm, spec.window_ms);
-  const bool admitted_here = (entry->own_current > 0 || entry->own_previous > 0) &&
-                             (limit_class.own_restored_window == INT64_MIN ||
-                              entry->window_index >= limit_class.own_restored_window + 2);
-  if (admitted_here && entry->remote->current.Sum() + entry->remote->previous.Sum() <=
-                           HeadroomShare(limit_class.smallest_limit, coordination.members())) {
+  const bool admitted_by_known_limit = (entry->own_current > 0 || entry->own_previous > 0) &&
+                                       (limit_class.own_restored_window == INT64_MIN ||
+                                        entry->window_index >= limit_class.own_restored_window + 2);
+  if (admitted_by_known_limit &&
+      entry->remote->current.Sum() + entry->remote->previous.Sum() <=
+          HeadroomShare(limit_class.smallest_limit, coordination.members())) {
     return;
   }
   entry->remote->peers_unsaved = true;
   limit_class.peers_changed.push_back(entry);
+}
+
+void Shard::NoteOwnRestored(const LimitSpec& spec, int64_t now_ms) {
+  FindClass(counters, spec.algorithm, spec.window_ms)->own_restored_window =
+      now_ms / static_cast<int64_t>(spec.window_ms);
 }
 
 template <typename Entry>
@@ -739,7 +745,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   // this node back its own admissions (after a restart) is stored at once.
   if (entry->window_index != window_before || entry->own_current != own_current_before ||
       entry->own_previous != own_previous_before) {
-    FindClass(counters, spec.algorithm, spec.window_ms)->own_restored_window = now_window;
+    NoteOwnRestored(spec, now_ms);
     MarkMerged(counters, spec, entry);
   } else {
     MarkPeersMerged(spec, entry);
@@ -968,8 +974,7 @@ Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t has
         return status;
       }
       tally::MergeCounts(*entry, self, SlotsForPeers(coordination), snapshot.counts);
-      FindClass(counters, spec.algorithm, spec.window_ms)->own_restored_window =
-          now_ms / static_cast<int64_t>(spec.window_ms);
+      NoteOwnRestored(spec, now_ms);
       return Status::OK();
     }
     case Algorithm::kSlidingWindowLog: {

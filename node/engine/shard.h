@@ -196,6 +196,9 @@ struct alignas(64) Shard {
   // with no peer answering may forget. They are stored with its next own
   // change, or a checkpoint.
   void MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry);
+  // A counter's own slots came from disk or from a peer, not from an
+  // admission here (LimitClass::own_restored_window); the class exists.
+  void NoteOwnRestored(const LimitSpec& spec, int64_t now_ms);
   // Marks the shard as having an entry for the next round (gossip_marked),
   // calling NoteGossipWork if it had none.
   void MarkForRound();
