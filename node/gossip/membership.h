@@ -50,7 +50,7 @@ class Membership {
  public:
   struct Options {
     protocol::MemberRecord self;  // node_id, address and incarnation; heartbeat 0
-    int64_t suspect_after_ms = 1'000;
+    int64_t suspect_after_ms = 1'500;
     int64_t dead_after_ms = 3'000;
   };
 

@@ -69,7 +69,7 @@
 //        reported); --burst-trials trials, each on a fresh key; mean and max.
 //     The clients run pinned to --loadgen-cpu, away from the nodes.
 //
-// --only overhead or --only accuracy runs only part 6 or 7; --bucket-only
+// --only admission, membership, overhead or accuracy runs only part 1, 5, 6 or 7; --bucket-only
 // only 1c and 3b; by default every part runs.
 //
 // The nodes inherit this process's CPU affinity (the script pins it to CPU
@@ -366,7 +366,7 @@ void Membership(const Settings& settings, size_t nodes) {
     return *std::max_element(values.begin(), values.end());
   };
   std::printf(
-      "\n== %zu nodes: membership (membership interval 200 ms, suspect after 1000 ms, dead "
+      "\n== %zu nodes: membership (membership interval 500 ms, suspect after 1500 ms, dead "
       "after 3000 ms; %d trials)\n%-44s %10s %10s\n",
       nodes, settings.trials,
       "every other "
@@ -557,9 +557,9 @@ int main(int argc, char** argv) {
   CLI::Option* bucket_only = app.add_flag("--bucket-only", settings.bucket_only,
                                           "Only the token bucket's figures (1c and 3b)");
   app.add_option("--only", settings.only,
-                 "Only the counters' admission per window (1), the replication overhead factor "
-                 "(6) or the accuracy against one central node (7)")
-      ->check(CLI::IsMember({"admission", "overhead", "accuracy"}))
+                 "Only the counters' admission per window (1), failure detection (5), the "
+                 "replication overhead factor (6) or the accuracy against one central node (7)")
+      ->check(CLI::IsMember({"admission", "membership", "overhead", "accuracy"}))
       ->excludes(bucket_only);
   app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
       ->capture_default_str();
@@ -598,8 +598,9 @@ int main(int argc, char** argv) {
     cluster.reset();
     Membership(settings, nodes);
   }
-  if (settings.only == "admission") {
-    for (const size_t nodes : {size_t{3}, size_t{5}}) Admission(settings, nodes);
+  for (const size_t nodes : {size_t{3}, size_t{5}}) {
+    if (settings.only == "admission") Admission(settings, nodes);
+    if (settings.only == "membership") Membership(settings, nodes);
   }
   if (all || settings.only == "overhead") tally::bench::Overhead(settings);
   if (all || settings.only == "accuracy") {

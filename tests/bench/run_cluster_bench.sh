@@ -9,7 +9,8 @@
 #
 # Environment: BUILD_DIR (build), WINDOWS (3), SAMPLES (200), DURATION_MS (4000),
 # TRIALS (3), ONLY (empty: every part; "admission": only the counters' admission
-# per window, each replication mode against local-only nodes; "overhead": only the replication
+# per window, each replication mode against local-only nodes; "membership": only failure
+# detection, under a minute; "overhead": only the replication
 # overhead factor, about 16 minutes; "accuracy": only the accuracy against one
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
 # ACCURACY_WINDOWS (10), BURST_TRIALS (5). For example:
