@@ -4,6 +4,9 @@
 // gossip merges it), one at a time and in batches. Prints Google Benchmark's
 // table, then a summary table and the batched merges' ratios to the batched
 // checks; pass --benchmark_out=FILE --benchmark_out_format=json for JSON.
+// With --benchmark_repetitions=N the summary and the ratios take each
+// benchmark's median; add --benchmark_enable_random_interleaving=true so that
+// a shared machine's busy spells fall on the checks and the merges alike.
 //
 // Keys are visited in a shuffled order, so at 1M keys almost every check
 // misses the CPU caches, as a busy node's would. The clock is the real
@@ -215,7 +218,10 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
-      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      // With --benchmark_repetitions, each row takes the repetitions' median.
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (run.error_occurred) continue;
+      if (run.run_type == Run::RT_Iteration ? run.repetitions > 1 : !median) continue;
       Row& row = rows_[run.run_name.function_name];
       const double items_per_second = run.counters.at("items_per_second").value;
       const double ns_per_item = 1e9 / items_per_second;
