@@ -30,14 +30,22 @@ void GCounter::Increment(NodeId node, uint64_t delta) {
 
 void GCounter::MergeSlot(NodeId node, uint64_t count) {
   if (count == 0) return;
+  // A slot only grows, so the sum moves by what it gains: adding that,
+  // saturated, gives what a recount would (a saturated sum stays saturated).
+  if (slots_.empty() || slots_.back().node < node) {  // a decoder's slots come in order
+    slots_.push_back(Slot{node, count});
+    sum_ = SaturatingAdd(sum_, count);
+    return;
+  }
   auto it = Find(node);
   if (it != slots_.end() && it->node == node) {
     if (count <= it->count) return;
+    sum_ = SaturatingAdd(sum_, count - it->count);
     it->count = count;
   } else {
     slots_.insert(it, Slot{node, count});
+    sum_ = SaturatingAdd(sum_, count);
   }
-  Resum();
 }
 
 void GCounter::Merge(const GCounter& other, NodeId except) {

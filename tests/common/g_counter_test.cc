@@ -71,6 +71,29 @@ TEST_CASE("g-counter merge of a whole counter matches merging slot by slot") {
   }
 }
 
+// Slots merged one at a time, in node order (as a decoder meets them) or in any order, keep
+// the slots sorted and the sum what a recount of them gives, saturated.
+TEST_CASE("g-counter slot merges keep the slots sorted and the sum exact") {
+  std::mt19937_64 rng(20261206);
+  for (int round = 0; round < 2'000; ++round) {
+    const bool in_order = round % 2 == 0;
+    const bool huge = round % 3 == 0;  // near saturation
+    GCounter counter;
+    for (NodeId i = 1; i <= 8; ++i) {
+      const NodeId node = in_order ? i : 1 + rng() % 6;
+      counter.MergeSlot(node, huge ? UINT64_MAX / 3 + rng() % 1'000 : rng() % 100);
+    }
+    uint64_t recount = 0;
+    for (size_t i = 0; i < counter.slots().size(); ++i) {
+      const GCounter::Slot& slot = counter.slots()[i];
+      CHECK(slot.count > 0);
+      if (i > 0) CHECK(counter.slots()[i - 1].node < slot.node);
+      recount = recount > UINT64_MAX - slot.count ? UINT64_MAX : recount + slot.count;
+    }
+    CHECK(counter.Sum() == recount);
+  }
+}
+
 // A sum that would overflow saturates instead of wrapping to a small number.
 TEST_CASE("g-counter sum saturates") {
   GCounter counter;
