@@ -92,6 +92,7 @@
 #include "cluster/demand.h"
 #include "cluster/local_cluster.h"
 #include "node/common/version.h"
+#include "node/gossip/gossip.h"
 
 namespace {
 
@@ -365,10 +366,13 @@ void Membership(const Settings& settings, size_t nodes) {
   const auto largest = [](const std::vector<double>& values) {
     return *std::max_element(values.begin(), values.end());
   };
+  const tally::Gossip::Options defaults;  // what the nodes run with
   std::printf(
-      "\n== %zu nodes: membership (membership interval 500 ms, suspect after 1500 ms, dead "
-      "after 3000 ms; %d trials)\n%-44s %10s %10s\n",
-      nodes, settings.trials,
+      "\n== %zu nodes: membership (membership interval %lld ms, suspect after %lld ms, dead "
+      "after %lld ms; %d trials)\n%-44s %10s %10s\n",
+      nodes, static_cast<long long>(defaults.membership_interval_ms),
+      static_cast<long long>(defaults.suspect_after_ms),
+      static_cast<long long>(defaults.dead_after_ms), settings.trials,
       "every other "
       "node shows the node ...",
       "mean_ms", "max_ms");
