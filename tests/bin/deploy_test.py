@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """Checks the deployment files of cluster/deploy/ and the .deb package.
 
-  deploy_test.py files SOURCE_DIR TALLYD      the systemd unit, the Kubernetes
-                                              example and the default config
-  deploy_test.py deb BUILD_DIR VERSION        builds the .deb with cpack into a
-                                              temporary directory and reads it
-                                              with dpkg-deb (never installs it)
+  deploy_test.py files SOURCE_DIR TALLYD ALLOCATOR
+                                    the systemd unit, the Kubernetes example
+                                    and the default config
+  deploy_test.py deb BUILD_DIR VERSION ALLOCATOR
+                                    builds the .deb with cpack into a
+                                    temporary directory and reads it with
+                                    dpkg-deb (never installs it)
+
+ALLOCATOR: what this build's tallyd allocates with, tcmalloc or system (a
+sanitized build keeps the sanitizers' allocator).
 
 Exit 0 when every check holds, 1 with the failures listed, 77 (ctest's
 SKIP_RETURN_CODE) with a reason when a tool it needs is missing.
@@ -160,7 +165,7 @@ def check_kubernetes(source, known_flags, known_envs):
                       known_envs)
 
 
-def check_default_config(source, tallyd, known_flags, known_envs):
+def check_default_config(source, tallyd, allocator, known_flags, known_envs):
     path = os.path.join(source, "cluster/deploy/debian/tallyd.toml")
     text = open(path).read()
     check(re.search(r'^data-dir = "/var/lib/tally"$', text, re.M), "config: data-dir /var/lib/tally")
@@ -178,13 +183,19 @@ def check_default_config(source, tallyd, known_flags, known_envs):
         while not os.path.exists(port_file) and node.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         started = os.path.exists(port_file)
+        if started and node.poll() is None:
+            # The allocator the running daemon has mapped, not only what it was linked with.
+            with open(f"/proc/{node.pid}/maps") as maps:
+                tcmalloc = "libtcmalloc" in maps.read()
+            check(tcmalloc == (allocator == "tcmalloc"),
+                  f"allocator: tallyd runs with {allocator} (libtcmalloc mapped: {tcmalloc})")
         node.send_signal(signal.SIGTERM)
         node.wait(timeout=20)
         log.seek(0)
         check(started, "config: tallyd starts with the default config: " + log.read())
 
 
-def check_deb(build, version):
+def check_deb(build, version, allocator):
     for tool in ("cpack", "dpkg-deb", "dpkg-shlibdeps"):
         if shutil.which(tool) is None:
             skip(tool + " is not installed (dpkg-dev)")
@@ -212,8 +223,9 @@ def check_deb(build, version):
         check(field("Version") == version, "deb: Version " + version)
         check(field("Architecture") == arch, "deb: Architecture " + arch)
         depends = field("Depends")
-        for needed in ("adduser", "libc6", "librocksdb", "libcapnp", "libspdlog", "libssl3",
-                       "libgrpc++"):
+        needed_packages = ["adduser", "libc6", "librocksdb", "libcapnp", "libspdlog", "libssl3",
+                           "libgrpc++"] + (["libtcmalloc-minimal4"] if allocator == "tcmalloc" else [])
+        for needed in needed_packages:
             check(needed in depends, f"deb: Depends on {needed}: {depends}")
         info = run(["dpkg-deb", "-I", deb]).stdout
         check("conffiles" in info and "postinst" in info, "deb: control has conffiles, postinst")
@@ -235,17 +247,18 @@ def check_deb(build, version):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("files", "deb"):
+    if len(sys.argv) != 5 or sys.argv[1] not in ("files", "deb") or sys.argv[4] not in (
+            "tcmalloc", "system"):
         print(__doc__)
         return 2
     if sys.argv[1] == "files":
-        source, tallyd = sys.argv[2], sys.argv[3]
+        source, tallyd, allocator = sys.argv[2], sys.argv[3], sys.argv[4]
         known_flags, known_envs = tallyd_options(tallyd)
         check_unit(source, tallyd, known_flags, known_envs)
         check_kubernetes(source, known_flags, known_envs)
-        check_default_config(source, tallyd, known_flags, known_envs)
+        check_default_config(source, tallyd, allocator, known_flags, known_envs)
     else:
-        check_deb(sys.argv[2], sys.argv[3])
+        check_deb(sys.argv[2], sys.argv[3], sys.argv[4])
     print(f"{len(failures)} failures" if failures else "all checks hold")
     return 1 if failures else 0
 
