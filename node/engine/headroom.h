@@ -55,6 +55,22 @@ inline bool OverHeadroomShare(uint64_t unsent, uint64_t remaining, size_t member
 // max_delay_ms is 0.
 int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms);
 
+// What waits is released in steps of wall time, each a kReleaseSteps-th of
+// the wait (delay_ms: DeferralMs, or a relay's hold or confirmation time):
+// an entry due at due_ms goes at the last step at or before it, up to a
+// step early and never late. So what falls due within one step goes to the
+// peers in one gossip round, one message each, instead of in a round (every
+// gossip interval) after each admission's own due time: after a load of far
+// keys most of what replication cost beyond the merges themselves was per
+// message (wake-ups, system calls, seals). Steps are alike on every node.
+inline constexpr int64_t kReleaseSteps = 8;
+inline int64_t ReleaseAtMs(int64_t due_ms, int64_t delay_ms) {
+  const int64_t step_ms = delay_ms / kReleaseSteps;
+  if (step_ms <= 1) return due_ms;
+  const int64_t into_step_ms = ((due_ms % step_ms) + step_ms) % step_ms;
+  return due_ms - into_step_ms;
+}
+
 // Relay (node/engine/shard.h): an admission that waited (within the node's
 // share, far from the limit) goes, when due, to one member only, the key's
 // relayer, instead of to every peer; the relayer holds what it is sent for

@@ -383,13 +383,14 @@ void Shard::MarkAdmitted(std::vector<LimitClass<Entry>>& classes, const LimitSpe
     MarkForRound();
   } else if (!entry->key.marked(kDeferredMark)) {  // else it waits since an earlier admission
     entry->key.set_marked(kDeferredMark, true);
-    Wait(limit_class.deferred, entry, now_ms + gossip_delay_ms);
+    Wait(limit_class.deferred, entry, now_ms, gossip_delay_ms);
   }
 }
 
 template <typename Entry>
 void Shard::Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry,
-                 int64_t due_ms) {
+                 int64_t now_ms, int64_t delay_ms) {
+  const int64_t due_ms = ReleaseAtMs(now_ms + delay_ms, delay_ms);
   queue.push_back({entry, due_ms});
   if (due_ms >= next_release_ms) return;
   next_release_ms = due_ms;
@@ -423,7 +424,7 @@ void Shard::HoldRelayed(const LimitSpec& spec, CounterEntry* entry, int64_t now_
   // What comes in while the entry waits goes with what waits; else a hold starts.
   if (WaitsToBeSent(entry->key)) return;
   entry->key.set_marked(kDeferredMark, true);
-  Wait(limit_class.held, entry, now_ms + hold_ms);
+  Wait(limit_class.held, entry, now_ms, hold_ms);
 }
 
 template <typename F>
@@ -847,7 +848,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       const bool waited = entry->key.marked(kDeferredMark) && !flush_deferred;
       if (waited && relayer == self) {  // held here with what the others relay
         entry->key.set_marked(kGossipMark, false);
-        Wait(limit_class.held, entry, now_ms + deferral_ms);
+        Wait(limit_class.held, entry, now_ms, deferral_ms);
         continue;
       }
       if (entry->remote) {
@@ -857,7 +858,7 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       entry->key.set_marked(kGossipMark, false);
       const bool to_relayer = waited && relayer != 0;
       // Relayed, it waits until the relayer's delta brings it back.
-      if (to_relayer) Wait(limit_class.relayed, entry, now_ms + RelayConfirmMs(deferral_ms));
+      if (to_relayer) Wait(limit_class.relayed, entry, now_ms, RelayConfirmMs(deferral_ms));
       begin(limit_class, *entry, to_relayer);
       WindowCounts& counts = scratch->counts;
       if (relayer == self) {  // every node's slots, relayed or not

@@ -202,10 +202,12 @@ struct alignas(64) Shard {
   // Marks the shard as having an entry for the next round (gossip_marked),
   // calling NoteGossipWork if it had none.
   void MarkForRound();
-  // Queues the entry to wait until due_ms, and keeps next_release_ms
-  // (calling NoteGossipWork when it comes sooner).
+  // Queues the entry to wait delay_ms from now_ms (released by the step,
+  // node/engine/headroom.h: ReleaseAtMs), and keeps next_release_ms (calling
+  // NoteGossipWork when it comes sooner).
   template <typename Entry>
-  void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t due_ms);
+  void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t now_ms,
+            int64_t delay_ms);
   // Tells gossip_work, if set, that this shard has new work for gossip.
   void NoteGossipWork() const;
   // Lowers next_release_ms to the class's earliest due time, if any.

@@ -75,6 +75,50 @@ TEST_CASE("headroom: a key far from its limit waits, then goes with all its admi
   CHECK(node.Collect().size() == 1);
 }
 
+// What waits is released in steps of an eighth of its wait, by wall time:
+// at the last step at or before its due time, never late, at most a step early.
+TEST_CASE("headroom: a wait ends at the last step of an eighth of it before it is due") {
+  CHECK(ReleaseAtMs(11'000, 1'000) == 11'000);  // on a step
+  CHECK(ReleaseAtMs(11'124, 1'000) == 11'000);
+  CHECK(ReleaseAtMs(11'125, 1'000) == 11'125);
+  CHECK(ReleaseAtMs(11'124, 15) == 11'124);  // steps under 2 ms: none
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 1'000; ++i) {
+    const auto due_ms = static_cast<int64_t>(random() % 4'000'000'000'000);
+    const auto delay_ms = static_cast<int64_t>(random() % 3'600'000);
+    const int64_t release_ms = ReleaseAtMs(due_ms, delay_ms);
+    CHECK(release_ms <= due_ms);
+    CHECK(due_ms - release_ms <= std::max<int64_t>(0, delay_ms / kReleaseSteps - 1));
+  }
+}
+
+// Keys admitted at different times go in one round when they fall due within
+// one step (a delay of 1,000 ms: steps of 125), and not before it.
+TEST_CASE("headroom: what falls due within one step goes in one round") {
+  ManualClock clock(kStartMs);  // on a step
+  EngineNode node = Node(&clock, 1, 1'000, 3);
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
+  clock.AdvanceMs(10);
+  CHECK(node.Admit("a", spec));  // due at +1,010
+  clock.AdvanceMs(90);
+  CHECK(node.Admit("b", spec));  // due at +1,100
+  clock.AdvanceMs(30);
+  CHECK(node.Admit("c", spec));  // due at +1,130
+  clock.AdvanceMs(869);          // +999
+  CHECK(node.Collect().empty());
+  clock.AdvanceMs(1);  // +1,000: the step before "a" and "b" are due
+  std::vector<std::string> keys;
+  for (const KeySnapshot& delta : node.Collect()) keys.push_back(delta.key);
+  std::sort(keys.begin(), keys.end());
+  CHECK(keys == std::vector<std::string>{"a", "b"});
+  clock.AdvanceMs(124);
+  CHECK(node.Collect().empty());
+  clock.AdvanceMs(1);  // +1,125
+  const std::vector<KeySnapshot> last = node.Collect();
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].key == "c");
+}
+
 // Near the limit every admission goes at the next round: the node's count
 // exceeds 1/96 of what remains (3 nodes).
 TEST_CASE("headroom: near the limit an admission goes at the next round") {
