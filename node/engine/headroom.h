@@ -63,12 +63,11 @@ int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms
 // gossip interval) after each admission's own due time: after a load of far
 // keys most of what replication cost beyond the merges themselves was per
 // message (wake-ups, system calls, seals). Steps are alike on every node.
+// due_ms: wall time, never negative.
 inline constexpr int64_t kReleaseSteps = 8;
 inline int64_t ReleaseAtMs(int64_t due_ms, int64_t delay_ms) {
   const int64_t step_ms = delay_ms / kReleaseSteps;
-  if (step_ms <= 1) return due_ms;
-  const int64_t into_step_ms = ((due_ms % step_ms) + step_ms) % step_ms;
-  return due_ms - into_step_ms;
+  return step_ms <= 1 ? due_ms : due_ms - due_ms % step_ms;
 }
 
 // Relay (node/engine/shard.h): an admission that waited (within the node's

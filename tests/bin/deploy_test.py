@@ -224,7 +224,9 @@ def check_deb(build, version, allocator):
         check(field("Architecture") == arch, "deb: Architecture " + arch)
         depends = field("Depends")
         needed_packages = ["adduser", "libc6", "librocksdb", "libcapnp", "libspdlog", "libssl3",
-                           "libgrpc++"] + (["libtcmalloc-minimal4"] if allocator == "tcmalloc" else [])
+                           "libgrpc++"]
+        if allocator == "tcmalloc":
+            needed_packages.append("libtcmalloc-minimal4")
         for needed in needed_packages:
             check(needed in depends, f"deb: Depends on {needed}: {depends}")
         info = run(["dpkg-deb", "-I", deb]).stdout
