@@ -164,10 +164,12 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
       const DeniedCounts* denied = remote.denied.get();
       const uint64_t own_denied =
           denied ? denied->current.Get(settings_.self) + denied->previous.Get(settings_.self) : 0;
+      WindowCounts peers;  // the others' slots, as the epoch weighs them
+      remote.peers.ExportTo(&peers);
       epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self, own_current,
-                  uint64_t{own_current} + own_previous + own_denied, remote.current,
-                  remote.previous, denied ? &denied->current : nullptr,
-                  denied ? &denied->previous : nullptr, members);
+                  uint64_t{own_current} + own_previous + own_denied, peers.current, peers.previous,
+                  denied ? &denied->current : nullptr, denied ? &denied->previous : nullptr,
+                  members);
     }
     const auto epoch_left_ms = static_cast<uint64_t>((epoch_index + 1) * epoch_ms - check.now_ms);
     if (!idle) Cap(epoch.Left(own_current), check.cost, epoch_left_ms, decision);

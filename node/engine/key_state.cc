@@ -100,16 +100,21 @@ int64_t CurrentPeriod(const BucketSlices& state) {
   return state.base_slice / kBucketSlicesPerPeriod + 1;
 }
 
-// Merges `from` into the own slot (inline) and the remote G-counter of one window.
+// Merges `from` into the own slot (inline) and the peers' slots of one
+// window (the current one unless `previous`).
 void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
-                 std::unique_ptr<RemoteCounts>& remote, GCounter RemoteCounts::*window) {
+                 std::unique_ptr<RemoteCounts>& remote, bool previous) {
   own = std::max(own, Saturated32(from.Get(self)));
   const size_t own_slots = from.Get(self) > 0 ? 1 : 0;
   if (from.slots().size() == own_slots) return;  // nothing of a peer's
   if (!remote) remote = std::make_unique<RemoteCounts>();
-  GCounter& counter = (*remote).*window;
-  if (counter.empty()) counter.Reserve(peers);
-  counter.Merge(from, /*except=*/self);
+  PeerCounts& counts = remote->peers;
+  if (counts.empty()) counts.Reserve(peers);
+  if (previous) {
+    counts.MergePrevious(from, /*except=*/self);
+  } else {
+    counts.MergeCurrent(from, /*except=*/self);
+  }
 }
 
 // Drops entries at or before cutoff_ms.
@@ -178,9 +183,9 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
     entry.own_previous = entry.own_current;
     entry.own_current = 0;
     if (entry.remote) {
-      RollWindow(entry.remote->current, entry.remote->previous);
+      entry.remote->peers.Roll();
       if (DeniedCounts* denied = entry.remote->denied.get()) ShiftDenied(*denied);
-      if (entry.remote->previous.empty() && !entry.remote->denied) entry.remote.reset();
+      if (entry.remote->peers.empty() && !entry.remote->denied) entry.remote.reset();
     }
     return;
   }
@@ -190,21 +195,18 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
 }
 
 uint64_t CurrentTotal(const CounterEntry& entry) {
-  return entry.own_current + (entry.remote ? entry.remote->current.Sum() : 0);
+  return entry.own_current + (entry.remote ? entry.remote->peers.current_sum() : 0);
 }
 
 uint64_t PreviousTotal(const CounterEntry& entry) {
-  return entry.own_previous + (entry.remote ? entry.remote->previous.Sum() : 0);
+  return entry.own_previous + (entry.remote ? entry.remote->peers.previous_sum() : 0);
 }
 
 void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) {
   counts->window_index = entry.window_index;
   counts->current.Clear();  // keeps the memory of a reused snapshot
   counts->previous.Clear();
-  if (entry.remote) {
-    counts->current = entry.remote->current;
-    counts->previous = entry.remote->previous;
-  }
+  if (entry.remote) entry.remote->peers.ExportTo(counts);
   counts->current.MergeSlot(self, entry.own_current);
   counts->previous.MergeSlot(self, entry.own_previous);
 }
@@ -212,13 +214,10 @@ void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) 
 void MergeCounts(CounterEntry& entry, NodeId self, size_t peers, const WindowCounts& counts) {
   AdvanceTo(entry, counts.window_index);
   if (counts.window_index == entry.window_index) {
-    MergeWindow(counts.current, self, peers, entry.own_current, entry.remote,
-                &RemoteCounts::current);
-    MergeWindow(counts.previous, self, peers, entry.own_previous, entry.remote,
-                &RemoteCounts::previous);
+    MergeWindow(counts.current, self, peers, entry.own_current, entry.remote, false);
+    MergeWindow(counts.previous, self, peers, entry.own_previous, entry.remote, true);
   } else if (counts.window_index == entry.window_index - 1) {
-    MergeWindow(counts.current, self, peers, entry.own_previous, entry.remote,
-                &RemoteCounts::previous);
+    MergeWindow(counts.current, self, peers, entry.own_previous, entry.remote, true);
   }
 }
 
@@ -254,8 +253,8 @@ HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
                previous_weight * static_cast<double>(entry.own_previous - unheard_previous);
   demand.all = demand.own;
   if (const RemoteCounts* remote = entry.remote.get()) {
-    demand.all += static_cast<double>(remote->current.Sum()) +
-                  previous_weight * static_cast<double>(remote->previous.Sum());
+    demand.all += static_cast<double>(remote->peers.current_sum()) +
+                  previous_weight * static_cast<double>(remote->peers.previous_sum());
     if (const DeniedCounts* denied = remote->denied.get()) {
       AddDenied(*denied, self, previous_weight, &demand);
     }

@@ -16,6 +16,7 @@
 #include "node/engine/compact_key.h"
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
+#include "node/engine/peer_counts.h"
 
 namespace tally {
 
@@ -44,12 +45,11 @@ struct DeniedCounts {
 // here; or once this node's unsent admissions on it come near its share of
 // what remains (node/engine/coordination.h).
 struct RemoteCounts {
+  // First, and next to the flag below: what a merge reads and writes.
+  PeerCounts peers;
   // Peers' slots changed by a merge and not written to disk since, while
   // this node's own did not change (node/engine/shard.h: peers_changed).
-  // First: in the cache line a merge reads anyway.
   bool peers_unsaved = false;
-  GCounter current;
-  GCounter previous;
   std::unique_ptr<EscrowEpoch> epoch;  // with escrow only, from the key's first check
   // What this node admitted on the key and has not sent to its peers yet,
   // meaningful only while the entry is marked as having something to send

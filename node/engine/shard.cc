@@ -107,10 +107,7 @@ const void* OutsideState(const BucketEntry& entry) { return entry.state.nodes.da
 
 // What that points to and a snapshot reads next: a counter's slots.
 void PrefetchSlots(const CounterEntry& entry) {
-  if (const RemoteCounts* remote = entry.remote.get()) {
-    if (!remote->current.empty()) __builtin_prefetch(remote->current.slots().data());
-    if (!remote->previous.empty()) __builtin_prefetch(remote->previous.slots().data());
-  }
+  if (const RemoteCounts* remote = entry.remote.get()) __builtin_prefetch(remote->peers.data());
 }
 void PrefetchSlots(const LogEntry&) {}
 void PrefetchSlots(const BucketEntry&) {}
@@ -353,7 +350,7 @@ void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
                                        (limit_class.own_restored_window == INT64_MIN ||
                                         entry->window_index >= limit_class.own_restored_window + 2);
   if (admitted_by_known_limit &&
-      entry->remote->current.Sum() + entry->remote->previous.Sum() <=
+      entry->remote->peers.current_sum() + entry->remote->peers.previous_sum() <=
           HeadroomShare(limit_class.smallest_limit, coordination.members())) {
     return;
   }
@@ -638,16 +635,13 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter: {
       const auto& remote = static_cast<const CounterEntry*>(entry)->remote;
+      // The peers' counts and their flag; then their slots (inside them for
+      // up to PeerCounts::kInlinePeers peers).
       if (remote && level == 0) {
-        // The counters of the windows the snapshot brings.
-        if (!snapshot.counts.current.empty()) PrefetchObject(&remote->current);
-        if (!snapshot.counts.previous.empty()) PrefetchObject(&remote->previous);
+        prefetch(&remote->peers);
+        prefetch(&remote->peers_unsaved);
       }
-      if (remote && level == 1) {
-        // The slots of the windows the snapshot brings.
-        if (!snapshot.counts.current.empty()) prefetch(remote->current.slots().data());
-        if (!snapshot.counts.previous.empty()) prefetch(remote->previous.slots().data());
-      }
+      if (remote && level == 1) prefetch(remote->peers.data());
       break;
     }
     case Algorithm::kSlidingWindowLog: {
