@@ -104,8 +104,9 @@ int64_t CurrentPeriod(const BucketSlices& state) {
 // window (the current one unless `previous`).
 void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
                  std::unique_ptr<RemoteCounts>& remote, bool previous) {
-  own = std::max(own, Saturated32(from.Get(self)));
-  const size_t own_slots = from.Get(self) > 0 ? 1 : 0;
+  const uint64_t own_count = from.Get(self);
+  own = std::max(own, Saturated32(own_count));
+  const size_t own_slots = own_count > 0 ? 1 : 0;
   if (from.slots().size() == own_slots) return;  // nothing of a peer's
   if (!remote) remote = std::make_unique<RemoteCounts>();
   PeerCounts& counts = remote->peers;
