@@ -729,8 +729,9 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     }
     entry->window_index = std::max(now_window, counts.window_index);
   }
-  AdvanceTo(*entry, now_window);
-  const int64_t window_before = entry->window_index;
+  // The window moves first, also to a peer's next one (its clock a little
+  // ahead): that rolls the own slots, and a roll restores nothing.
+  AdvanceTo(*entry, std::max(now_window, counts.window_index));
   const uint32_t own_current_before = entry->own_current;
   const uint32_t own_previous_before = entry->own_previous;
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
@@ -738,8 +739,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   // Most merges bring peers' slots alone: those are stored at the slower
   // pace of the peer changes (Limiter::CollectChanges); a merge that gives
   // this node back its own admissions (after a restart) is stored at once.
-  if (entry->window_index != window_before || entry->own_current != own_current_before ||
-      entry->own_previous != own_previous_before) {
+  if (entry->own_current != own_current_before || entry->own_previous != own_previous_before) {
     NoteOwnRestored(spec, now_ms);
     MarkMerged(counters, spec, entry);
   } else {

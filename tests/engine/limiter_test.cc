@@ -598,6 +598,34 @@ TEST_CASE("peers' slots of a key far from its limit wait for its next own change
   CHECK(Collect(restarted).empty());
 }
 
+// A peer's counts of the next window (its clock a little ahead) move a key on,
+// which rolls its own slots: no restore. So that key is not written again, and
+// peers' slots of keys far from their limits still wait.
+TEST_CASE("a peer's next window restores nothing") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 3'200, 1'000};  // share: 100
+  Decision decision;
+  REQUIRE(limiter.Check("ahead", spec, 1, &decision).ok());
+  REQUIRE(limiter.Check("far", spec, 1, &decision).ok());
+  REQUIRE(Collect(limiter).size() == 2);
+  WindowCounts next;
+  next.window_index = kStartMs / 1'000 + 1;
+  next.current.MergeSlot(2, 3);
+  REQUIRE(MergeCounts(limiter, "ahead", spec, next).ok());
+  WindowCounts peer;
+  peer.window_index = kStartMs / 1'000;
+  peer.current.MergeSlot(2, 5);
+  REQUIRE(MergeCounts(limiter, "far", spec, peer).ok());
+  CHECK(Collect(limiter).empty());
+  // Its own slot rolled into the previous window, the peer's in the current one.
+  KeySnapshot read;
+  REQUIRE(limiter.Read("ahead", spec, &read).ok());
+  CHECK(read.counts.window_index == next.window_index);
+  CHECK(read.counts.previous.Get(1) == 1);
+  CHECK(read.counts.current.Get(2) == 3);
+}
+
 // CollectAll snapshots every live key of every algorithm, leaves out expired
 // ones, and leaves nothing to CollectChanges.
 TEST_CASE("collect all snapshots every live key and clears the changes") {
