@@ -9,7 +9,7 @@ void PeerCounts::Merge(const GCounter& from, NodeId except, uint32_t Slot::*wind
   // Both are sorted by node: one walk, inserting what only `from` holds.
   auto mine = slots_.begin();
   for (const GCounter::Slot& theirs : from.slots()) {
-    if (theirs.node == except) continue;
+    if (theirs.node == except || theirs.count == 0) continue;
     const auto count = static_cast<uint32_t>(
         std::min<uint64_t>(theirs.count, std::numeric_limits<uint32_t>::max()));
     while (mine != slots_.end() && mine->node < theirs.node) ++mine;

@@ -45,7 +45,7 @@ class PeerCounts {
   void MergePrevious(const GCounter& from, NodeId except) {
     Merge(from, except, &Slot::previous, &previous_sum_);
   }
-  // Makes room for `peers` slots at once (none beyond kInlinePeers).
+  // Makes room for `peers` slots at once (no allocation up to kInlinePeers).
   void Reserve(size_t peers) { slots_.reserve(peers); }
   bool empty() const { return slots_.empty(); }
   // The current window becomes the previous one; the new current one is empty.
