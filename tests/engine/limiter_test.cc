@@ -538,15 +538,20 @@ TEST_CASE("peers' slots alone are collected only with the peer changes") {
   CHECK(Collect(limiter).empty());
 }
 
+// A limiter that tracks changes, and a limit whose headroom share on one member is 100.
+struct TrackedLimiter {
+  ManualClock clock{kStartMs};
+  Limiter limiter{Limiter::Options{1, 1'000, &clock, /*track_changes=*/true}};
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 3'200, 1'000};
+  Decision decision;
+};
+
 // Peers' slots of a key this node admits to are not written while they stay
 // within a headroom share (limit / 32 on one member) of the smallest limit it
 // admitted by in the class; past it, on a key it never admitted to, or while
 // its own slots may still hold counts restored from disk, they are.
-TEST_CASE("peers' slots of a key far from its limit wait for its next own change") {
-  ManualClock clock(kStartMs);
-  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
-  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 3'200, 1'000};  // share: 100
-  Decision decision;
+TEST_CASE_FIXTURE(TrackedLimiter,
+                  "peers' slots of a key far from its limit wait for its next own change") {
   REQUIRE(limiter.Check("far", spec, 1, &decision).ok());
   REQUIRE(Collect(limiter).size() == 1);
   WindowCounts peer;
@@ -601,11 +606,7 @@ TEST_CASE("peers' slots of a key far from its limit wait for its next own change
 // A peer's counts of the next window (its clock a little ahead) move a key on,
 // which rolls its own slots: no restore. So that key is not written again, and
 // peers' slots of keys far from their limits still wait.
-TEST_CASE("a peer's next window restores nothing") {
-  ManualClock clock(kStartMs);
-  Limiter limiter(Limiter::Options{1, 1'000, &clock, /*track_changes=*/true});
-  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 3'200, 1'000};  // share: 100
-  Decision decision;
+TEST_CASE_FIXTURE(TrackedLimiter, "a peer's next window restores nothing") {
   REQUIRE(limiter.Check("ahead", spec, 1, &decision).ok());
   REQUIRE(limiter.Check("far", spec, 1, &decision).ok());
   REQUIRE(Collect(limiter).size() == 2);
