@@ -727,10 +727,9 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
         !status.ok()) {
       return status;
     }
-    entry->window_index = std::max(now_window, counts.window_index);
   }
-  // The window moves first, also to a peer's next one (its clock a little
-  // ahead): that rolls the own slots, and a roll restores nothing.
+  // The window moves first (a new entry's too), also to a peer's next one (its
+  // clock a little ahead): that rolls the own slots, and a roll restores nothing.
   AdvanceTo(*entry, std::max(now_window, counts.window_index));
   const uint32_t own_current_before = entry->own_current;
   const uint32_t own_previous_before = entry->own_previous;
