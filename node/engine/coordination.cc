@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
@@ -9,6 +11,26 @@
 
 namespace tally {
 namespace {
+
+// A node's cost in `period` of a bucket's slices, and in the period before.
+std::pair<uint64_t, uint64_t> PeriodCosts(const BucketSlices& state, const NodeSlices& node,
+                                          int64_t period) {
+  const int64_t start = period * kBucketSlicesPerPeriod;
+  return {BucketCostIn(node, state.base_slice, start, INT64_MAX),
+          BucketCostIn(node, state.base_slice, start - kBucketSlicesPerPeriod, start)};
+}
+
+// The other nodes' costs in `period` (current) and the period before (previous).
+WindowCounts OthersCosts(const BucketSlices& state, NodeId self, int64_t period) {
+  WindowCounts costs;
+  for (const NodeSlices& node : state.nodes) {
+    if (node.node == self) continue;
+    const auto [current, previous] = PeriodCosts(state, node, period);
+    costs.current.MergeSlot(node.node, current);
+    costs.previous.MergeSlot(node.node, previous);
+  }
+  return costs;
+}
 
 // Caps an allowed decision by what this node may still spend (of its escrow
 // share, or of its partition share): beyond it the request waits wait_ms,
@@ -130,6 +152,17 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
   Cap(0, check.cost, std::max(check.unheard_before > 0 ? wait_ms : 0, turn_in_ms), decision);
 }
 
+uint64_t Coordination::OwnDeniedHeard(const DeniedCounts& denied, uint32_t sent_at_ms,
+                                      int64_t now_ms) const {
+  const NodeId self = settings_.self;
+  const auto since_ms = static_cast<uint32_t>(now_ms) - sent_at_ms;
+  if (since_ms < static_cast<uint64_t>(settings_.delivery_ms)) {
+    return denied.current.Get(self) + denied.previous.Get(self);
+  }
+  return std::max<uint64_t>(denied.current.Get(self), denied.sent_current) +
+         std::max<uint64_t>(denied.previous.Get(self), denied.sent_previous);
+}
+
 int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
                               std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const {
   const LimitSpec& spec = check.spec;
@@ -155,17 +188,26 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
       const auto epoch_end_elapsed_ms =
           static_cast<uint64_t>(std::min<int64_t>((epoch_index + 1) * epoch_ms - window_start_ms,
                                                   static_cast<int64_t>(spec.window_ms) - 1));
+      // The others' slots as the epoch weighs them: their current counts as
+      // they stood at its start, if merges have moved them since.
+      WindowCounts peers;
+      remote.peers.ExportTo(&peers);
+      uint64_t current = check.current;
+      if (const GCounter* start = epoch.StartCounts(epoch_index, check.window_index)) {
+        const uint64_t merged_since =
+            peers.current.Sum() - std::min(peers.current.Sum(), start->Sum());
+        current -= std::min(current, merged_since);
+        peers.current = *start;
+      }
       const uint64_t view_remaining =
           spec.algorithm == Algorithm::kFixedWindow
-              ? DecideFixedWindow(spec, check.current, check.elapsed_ms, 0).remaining
-              : DecideSlidingCounter(spec, check.current, check.previous, epoch_end_elapsed_ms, 0)
+              ? DecideFixedWindow(spec, current, check.elapsed_ms, 0).remaining
+              : DecideSlidingCounter(spec, current, check.previous, epoch_end_elapsed_ms, 0)
                     .remaining;
       // Demand weighs: admissions, and denials as the peers have heard of them.
       const DeniedCounts* denied = remote.denied.get();
       const uint64_t own_denied =
-          denied ? denied->current.Get(settings_.self) + denied->previous.Get(settings_.self) : 0;
-      WindowCounts peers;  // the others' slots, as the epoch weighs them
-      remote.peers.ExportTo(&peers);
+          denied ? OwnDeniedHeard(*denied, remote.sent_at_ms, check.now_ms) : 0;
       epoch.Begin(epoch_index, check.window_index, view_remaining, settings_.self, own_current,
                   uint64_t{own_current} + own_previous + own_denied, peers.current, peers.previous,
                   denied ? &denied->current : nullptr, denied ? &denied->previous : nullptr,
@@ -192,6 +234,24 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
+void Coordination::BeforeMerge(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const {
+  if (!remote.epoch || settings_.escrow_epoch_ms <= 0) return;
+  const int64_t epoch_index = now_ms / settings_.escrow_epoch_ms;
+  if (!remote.epoch->WantsStart(epoch_index, window_index)) return;
+  WindowCounts peers;
+  remote.peers.ExportTo(&peers);
+  remote.epoch->KeepStart(epoch_index, window_index, std::move(peers.current));
+}
+
+void Coordination::BeforeMerge(BucketEntry& entry, int64_t slice, int64_t now_ms) const {
+  if (!entry.epoch || settings_.escrow_epoch_ms <= 0) return;
+  const int64_t epoch_index = now_ms / settings_.escrow_epoch_ms;
+  const int64_t period = slice / kBucketSlicesPerPeriod;
+  if (!entry.epoch->WantsStart(epoch_index, period)) return;
+  entry.epoch->KeepStart(epoch_index, period,
+                         std::move(OthersCosts(entry.state, settings_.self, period).current));
+}
+
 int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
                              std::unique_ptr<EscrowEpoch>* fresh, Decision* decision) const {
   const LimitSpec& spec = check.spec;
@@ -205,35 +265,35 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
     if (!entry) *fresh = std::make_unique<EscrowEpoch>();
     EscrowEpoch& epoch = entry ? *entry->epoch : **fresh;
     const int64_t period = check.slice / kBucketSlicesPerPeriod;
-    const int64_t period_start = period * kBucketSlicesPerPeriod;
-    const auto cost_in = [&](const NodeSlices& node, int64_t first, int64_t end) {
-      return BucketCostIn(node, check.state.base_slice, first, end);
-    };
     uint64_t own_current = 0;
     uint64_t own_previous = 0;
     for (const NodeSlices& node : check.state.nodes) {
-      if (node.node != settings_.self) continue;
-      own_current = cost_in(node, period_start, INT64_MAX);
-      own_previous = cost_in(node, period_start - kBucketSlicesPerPeriod, period_start);
+      if (node.node == settings_.self)
+        std::tie(own_current, own_previous) = PeriodCosts(check.state, node, period);
     }
     const auto own_current32 = static_cast<uint32_t>(std::min<uint64_t>(own_current, UINT32_MAX));
     const int64_t epoch_index = check.now_ms / settings_.escrow_epoch_ms;
     const int64_t epoch_end_ms = (epoch_index + 1) * settings_.escrow_epoch_ms;
     if (epoch.Stale(epoch_index, period)) {
-      GCounter remote_current;
-      GCounter remote_previous;
-      for (const NodeSlices& node : check.state.nodes) {
-        if (node.node == settings_.self) continue;
-        remote_current.MergeSlot(node.node, cost_in(node, period_start, INT64_MAX));
-        remote_previous.MergeSlot(
-            node.node, cost_in(node, period_start - kBucketSlicesPerPeriod, period_start));
-      }
-      // What the view leaves at the epoch's end: the refill until then is this epoch's to share.
+      // What the view leaves at the epoch's end: the refill until then is
+      // this epoch's to share; and what the others drew of it since its
+      // start, if merges brought that before this check (as for counters).
+      WindowCounts others = OthersCosts(check.state, settings_.self, period);
       const uint64_t heard_at_end = entry ? HeardDebt(*entry, spec.limit, epoch_end_ms) : 0;
-      const uint64_t view_remaining =
+      uint64_t view_remaining =
           DecideTokenBucket(spec, &check.state, heard_at_end, epoch_end_ms, 0).remaining;
+      if (const GCounter* start = epoch.StartCounts(epoch_index, period)) {
+        const uint64_t drawn_since =
+            others.current.Sum() - std::min(others.current.Sum(), start->Sum());
+        view_remaining = std::min(spec.limit, view_remaining + drawn_since);
+        others.current = *start;
+      }
+      const DeniedCounts* denied = entry ? entry->denied.get() : nullptr;
+      const uint64_t own_denied =
+          denied ? OwnDeniedHeard(*denied, entry->sent_at_ms, check.now_ms) : 0;
       epoch.Begin(epoch_index, period, view_remaining, settings_.self, own_current32,
-                  own_current + own_previous, remote_current, remote_previous, nullptr, nullptr,
+                  own_current + own_previous + own_denied, others.current, others.previous,
+                  denied ? &denied->current : nullptr, denied ? &denied->previous : nullptr,
                   members());
     }
     if (!idle) {

@@ -143,6 +143,13 @@ class Coordination {
   int64_t Counter(const CounterCheck& check, CounterEntry* entry,
                   std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const;
 
+  // Before a merge changes the peers' counts of a counting key (`remote`,
+  // its entry in window `window_index`) or a token bucket (at `slice`):
+  // with escrow, the first merge into an epoch the key has not begun keeps
+  // them as they stood at its start (node/engine/escrow.h).
+  void BeforeMerge(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const;
+  void BeforeMerge(BucketEntry& entry, int64_t slice, int64_t now_ms) const;
+
   // A token bucket key: `state` the slices decided by (the entry's, or an
   // empty one of the current base when entry is null; *fresh as above).
   struct BucketCheck {
@@ -168,13 +175,12 @@ class Coordination {
   bool WeighsDemand() const { return CountsUnsent() && members() > 1; }
   // Whether the caller should count a denial (CountDenied) and send it,
   // given whether the view had room: the shares weigh what the view had no
-  // room for; escrow weighs every denial on a counting key but one that can
-  // never pass (its epochs ration near a limit anyway, and a node denied by
-  // its allowance should get more of the next).
-  bool CountsDenial(const Decision& decision, bool view_had_room, Algorithm algorithm) const {
+  // room for; escrow weighs every denial but one that can never pass (its
+  // epochs ration near a limit anyway, and a node denied by its allowance
+  // should get more of the next).
+  bool CountsDenial(const Decision& decision, bool view_had_room) const {
     if (decision.allowed || decision.never_allowed) return false;
-    const bool escrow_weighs = escrowed() && algorithm != Algorithm::kTokenBucket;
-    return escrow_weighs || (WeighsDemand() && !view_had_room);
+    return escrowed() || (WeighsDemand() && !view_had_room);
   }
 
   // How long an admission within this node's headroom share may wait
@@ -196,6 +202,15 @@ class Coordination {
   void WantRound() const {
     if (settings_.round_wanted != nullptr && *settings_.round_wanted) (*settings_.round_wanted)();
   }
+  // This node's denials (current and previous window or period) as its
+  // peers have heard of them, for escrow's weights: as it sent them last
+  // (every admission goes at the next round, its denials with it) once that
+  // is a delivery time ago (sent_at_ms, the wall clock's low 32 bits), else
+  // as it sent them the time before. (Always the time before, a node denied
+  // all of an epoch, which sends only when it admits, weighed its denials a
+  // send or two behind its peers: its share came out smaller than they
+  // reckoned it, and what they held back for it was lost.)
+  uint64_t OwnDeniedHeard(const DeniedCounts& denied, uint32_t sent_at_ms, int64_t now_ms) const;
   // Keeps what is unheard within this node's share of what remains.
   // turn_at_ms: where the key keeps when this node last took a turn (the
   // wall clock's ms, low 32 bits, | 1; 0: never), or null where it keeps

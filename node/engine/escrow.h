@@ -25,6 +25,16 @@
 //    sum to exactly R and no unit is stranded. Ties: members without admissions (whose ids a node
 //    does not know) first, as nodes that do not know each other yet would otherwise each take the
 //    unit; then the lowest id.
+//  - An epoch begins at a node's first check of the key in it, which may come
+//    well after its start (a quiet node's next request); by then the others
+//    have begun spending their allowances of it. So the first merge into a
+//    key in an epoch it has not begun keeps the others' counts as they
+//    stood at the epoch's start (KeepStart), and Begin weighs those: for
+//    what remains, the weights and the counts that the next epoch's unheard
+//    spending is reckoned from. (Begun on the view of its first check, a
+//    quiet node shared out what the busy node's spending had left of the
+//    epoch: its clients got less than their part, and what the others held
+//    back for it at the next epoch went unspent.)
 //  - Unheard spending: each node computes every node's allowance of the
 //    epoch, as they all use the same rule on nearly the same view. At the
 //    next epoch's start, what a node was allowed and has not been seen to
@@ -38,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "node/common/g_counter.h"
@@ -62,6 +73,24 @@ class EscrowEpoch {
              const GCounter& remote_previous, const GCounter* denied_current,
              const GCounter* denied_previous, size_t cluster_size);
 
+  // Whether a merge now, in epoch `index` of `window`, is the first since its
+  // start: the caller then passes the others' current-window counts, before
+  // the merge changes them, to KeepStart.
+  bool WantsStart(int64_t index, int64_t window) const {
+    return Stale(index, window) && (index != start_index_ || window != start_window_);
+  }
+  void KeepStart(int64_t index, int64_t window, GCounter remote_current) {
+    start_index_ = index;
+    start_window_ = window;
+    start_current_ = std::move(remote_current);
+  }
+  // The others' current-window counts at the start of epoch `index` of
+  // `window` if a merge kept them (KeepStart), else null: no merge came
+  // since, and the view is as it stood then.
+  const GCounter* StartCounts(int64_t index, int64_t window) const {
+    return index == start_index_ && window == start_window_ ? &start_current_ : nullptr;
+  }
+
   // What this node may still spend in the epoch, its count being own_current.
   uint64_t Left(uint32_t own_current) const {
     const uint64_t spent = own_current - own_at_start_;
@@ -83,6 +112,9 @@ class EscrowEpoch {
   uint64_t allowance_ = 0;
   std::vector<Other> others_;         // the others with admissions, by node
   uint64_t newcomers_allowance_ = 0;  // all members without admissions together
+  int64_t start_index_ = -1;          // KeepStart's epoch and window
+  int64_t start_window_ = -1;
+  GCounter start_current_;
 };
 
 }  // namespace tally

@@ -502,7 +502,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
                             unsent_after, unheard_before, demand},
                            entry, &fresh, &result);
   // A denial is demand too (which ones count: Coordination::CountsDenial).
-  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room, spec.algorithm)) {
+  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room)) {
     CountDenied(*entry, cost);
   }
   if (result.allowed && cost > 0) {
@@ -585,7 +585,7 @@ Status Shard::CheckBucket(KeyBudget& budget, std::string_view key, size_t hash,
       {decided_spec, cost, now_ms, slice, state, unsent_after, unheard_before, demand}, entry,
       &fresh, &result);
   // A denial is demand too (which ones count: Coordination::CountsDenial).
-  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room, spec.algorithm)) {
+  if (cost > 0 && entry && coordination.CountsDenial(result, view_had_room)) {
     CountDenied(*entry, cost);
   }
   if (result.allowed && cost > 0) {
@@ -733,6 +733,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   AdvanceTo(*entry, std::max(now_window, counts.window_index));
   const uint32_t own_current_before = entry->own_current;
   const uint32_t own_previous_before = entry->own_previous;
+  if (entry->remote) coordination.BeforeMerge(*entry->remote, entry->window_index, now_ms);
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
   MergeDenied(*entry, self, counts.window_index, snapshot.denied);
   // Most merges bring peers' slots alone: those are stored at the slower
@@ -773,6 +774,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
     entry->state.base_slice = base_slice;
   }
   AdvanceBucket(*entry, spec.window_ms, base_slice);
+  coordination.BeforeMerge(*entry, BucketSliceAt(spec.window_ms, now_ms), now_ms);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
   MergeDenied(*entry, self, snapshot.bucket.base_slice, snapshot.denied);
   MarkMerged(buckets, spec, entry);

@@ -3,6 +3,7 @@
 // limit), and of the partition modes.
 #include "node/engine/escrow.h"
 
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -18,51 +19,57 @@ namespace {
 
 constexpr int64_t kStartMs = 1'700'000'000'000;  // a whole second
 
-// This node's allowance in a first epoch: remaining, its id and admissions,
-// the others' (current window), the cluster's size.
+// This node's allowance in epoch `index` begun with no epoch before it:
+// remaining, its id and admissions, the others' (current window), the
+// cluster's size.
 uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
-                        const std::vector<GCounter::Slot>& others, size_t cluster_size) {
+                        const std::vector<GCounter::Slot>& others, size_t cluster_size,
+                        int64_t index = 0) {
   GCounter current;
   for (const GCounter::Slot& slot : others) current.MergeSlot(slot.node, slot.count);
   EscrowEpoch epoch;
-  epoch.Begin(0, 0, remaining, self, self_count, self_count, current, GCounter(), nullptr, nullptr,
-              cluster_size);
+  epoch.Begin(index, 0, remaining, self, self_count, self_count, current, GCounter(), nullptr,
+              nullptr, cluster_size);
   return epoch.allowance();
 }
 
-// Shares follow recent demand, with a floor of all of it / 4N that every
-// member gets, those without demand too.
-TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
-  const std::vector<GCounter::Slot> others = {{2, 99}, {3, 199}};  // 397 in all: floor 33
-  // 600 * 99 / 397 = 149.6 for nodes 1 and 2, 300.8 for node 3; the floors
-  // leave 2, for the two largest remainders (node 3's 0.76, then node 1's
-  // 0.62, which ties with node 2's and has the lower id).
-  CHECK(FirstAllowance(600, 1, 99, others, 3) == 150);
-  CHECK(FirstAllowance(600, 2, 99, {{1, 99}, {3, 199}}, 3) == 149);
-  // Two members without admissions weigh the floor, 19: 600 * 99 / 435 = 136.6.
-  CHECK(FirstAllowance(600, 1, 99, others, 5) == 137);
-  CHECK(FirstAllowance(0, 1, 99, others, 3) == 0);
-  // A node that has admitted nothing still gets about 1/(5N).
-  CHECK(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2) == 111);  // 1000 * 124 / (124 + 998)
-  // A node with less demand than the floor weighs the floor; one above it,
-  // its demand alone (it used to get the floor on top: more than its part).
-  CHECK(FirstAllowance(1'000, 1, 10, {{2, 890}, {3, 100}}, 3) == 77);  // 1000 * 83 / 1073 = 77.4
-  CHECK(FirstAllowance(1'000, 3, 100, {{1, 10}, {2, 890}}, 3) == 93);  // 1000 * 100 / 1073 = 93.2
-  // The last units go to the largest remainders (ties: the lowest id), not to nobody.
-  CHECK(FirstAllowance(2, 1, 10, others, 3) == 0);
-  CHECK(FirstAllowance(2, 3, 199, {{1, 10}, {2, 99}}, 3) == 1);
-  CHECK(FirstAllowance(1, 2, 5, {{3, 5}}, 2) == 1);
-  CHECK(FirstAllowance(1, 3, 5, {{2, 5}}, 2) == 0);
+// Whether `allowance` is `share`'s floor or ceiling.
+bool Rounds(uint64_t allowance, double share) {
+  const auto units = static_cast<double>(allowance);
+  return units >= std::floor(share) && units <= std::ceil(share);
 }
 
-// Nodes that know nothing of each other yet (a new key) do not each take the
-// unit the floors leave: ties go to the members a node does not know first,
-// so the allowances sum to at most what remains (33 each of 100, not 34).
-TEST_CASE("escrow: a unit left over goes to the unknown members first") {
-  CHECK(FirstAllowance(100, 1, 0, {}, 3) == 33);
-  CHECK(FirstAllowance(100, 2, 0, {}, 3) == 33);
-  CHECK(FirstAllowance(101, 1, 0, {}, 3) == 33);  // two units: both to the two unknown
-  CHECK(FirstAllowance(102, 1, 0, {}, 3) == 34);
+// Shares follow recent demand, with a floor of all of it / 4N that every
+// member gets, those without demand too; a share that is a whole number of
+// units is exact, others come out as their floor or ceiling.
+TEST_CASE("escrow: the allowance is the node's weighted share of what remains") {
+  const std::vector<GCounter::Slot> others = {{2, 100}, {3, 200}};  // 400 in all: floor 33
+  CHECK(FirstAllowance(600, 1, 100, others, 3) == 150);
+  CHECK(FirstAllowance(600, 3, 200, {{1, 100}, {2, 100}}, 3) == 300);
+  CHECK(FirstAllowance(0, 1, 100, others, 3) == 0);
+  for (int64_t index = 0; index < 20; ++index) {
+    // Two members without admissions weigh the floor, 20.
+    CHECK(Rounds(FirstAllowance(600, 1, 100, others, 5, index), 600.0 * 100 / 440));
+    // A node that has admitted nothing still gets about 1/(5N).
+    CHECK(Rounds(FirstAllowance(1'000, 1, 0, {{2, 998}}, 2, index), 1000.0 * 124 / 1122));
+    // A node with less demand than the floor weighs the floor; one above it,
+    // its demand alone (it used to get the floor on top: more than its part).
+    CHECK(Rounds(FirstAllowance(1'000, 1, 10, {{2, 890}, {3, 100}}, 3, index), 1000.0 * 83 / 1073));
+    CHECK(
+        Rounds(FirstAllowance(1'000, 3, 100, {{1, 10}, {2, 890}}, 3, index), 1000.0 * 100 / 1073));
+  }
+}
+
+// Nodes that know nothing of each other yet (a new key) take the floors of
+// their shares, so the allowances sum to at most what remains (33 each of
+// 100, not 34).
+TEST_CASE("escrow: a node that knows no other member yet takes its share's floor") {
+  for (int64_t index = 0; index < 20; ++index) {
+    CHECK(FirstAllowance(100, 1, 0, {}, 3, index) == 33);
+    CHECK(FirstAllowance(100, 2, 0, {}, 3, index) == 33);
+    CHECK(FirstAllowance(101, 1, 0, {}, 3, index) == 33);
+    CHECK(FirstAllowance(102, 1, 0, {}, 3, index) == 34);
+  }
 }
 
 // At the next epoch, what another node was allowed and has not been seen to
@@ -231,41 +238,148 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   peer.algorithm = spec.algorithm;
   peer.window_ms = spec.window_ms;
   peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 49);  // floor 6: the peer weighs 49, this node 6
+  peer.counts.current.MergeSlot(2, 64);  // floor 8: the peer weighs 64, this node 8
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
-  // The cluster's; the share is 6: 51 * 6 / 55 = 5.56, and the unit the
-  // floors leave (its remainder beats the peer's 0.44).
-  CHECK(decision.remaining == 51);
-  REQUIRE(limiter.Check("k", spec, 7, &decision).ok());
+  CHECK(decision.remaining == 36);  // the cluster's; the share is 36 * 8 / 72 = 4
+  REQUIRE(limiter.Check("k", spec, 5, &decision).ok());
   CHECK_FALSE(decision.allowed);
-  CHECK(decision.remaining == 51);
-  REQUIRE(limiter.Check("k", spec, 6, &decision).ok());
+  CHECK(decision.remaining == 36);
+  REQUIRE(limiter.Check("k", spec, 4, &decision).ok());
   CHECK(decision.allowed);
-  CHECK(decision.remaining == 45);
+  CHECK(decision.remaining == 32);
   clock.AdvanceMs(30);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
   CHECK_FALSE(decision.allowed);  // the share is spent for this epoch
   CHECK(decision.retry_after_ms == 170);
-  // A new epoch: 45 left in this view, but node 2 was allowed 45 of the last
+  // A new epoch: 32 left in this view, but node 2 was allowed 32 of the last
   // epoch and none of its spending has been heard of: nothing left.
   clock.AdvanceMs(170);
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
   CHECK_FALSE(decision.allowed);  // a peek: not even one unit is this node's
-  CHECK(decision.remaining == 45);
+  CHECK(decision.remaining == 32);
   CHECK(decision.retry_after_ms == 200);
-  peer.counts.current.MergeSlot(2, 99);  // it did spend all of them
+  peer.counts.current.MergeSlot(2, 96);  // it did spend all of them
   REQUIRE(limiter.Merge(peer).ok());
   clock.AdvanceMs(200);
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
-  CHECK_FALSE(decision.allowed);  // the plain limit: 99 + 6 used
+  CHECK_FALSE(decision.allowed);  // the plain limit: 96 + 4 used
   CHECK(decision.remaining == 0);
   Limiter::Options alone_options{1, 1'000, &clock};
   alone_options.escrow_epoch_ms = 200;  // cluster_size 1: nothing to share with
   Limiter alone(alone_options);
   REQUIRE(alone.Check("k", spec, 0, &decision).ok());
   CHECK(decision.remaining == 100);
+}
+
+// An epoch this node begins late (its first check some time after the
+// start) weighs the peer's count as it stood at the start, not with what
+// the peer has spent of the same epoch since: else this node would share
+// out what the peer's spending left, and get less than its share.
+TEST_CASE("escrow: an epoch begun late weighs the counts at its start") {
+  ManualClock clock(kStartMs);
+  Limiter limiter(EscrowedNode(&clock, 2));
+  const LimitSpec spec{Algorithm::kFixedWindow, 1'000, 1'000};
+  KeySnapshot peer;
+  peer.key.push_back('k');
+  peer.algorithm = spec.algorithm;
+  peer.window_ms = spec.window_ms;
+  peer.counts.window_index = kStartMs / 1'000;
+  peer.counts.current.MergeSlot(2, 640);
+  REQUIRE(limiter.Merge(peer).ok());
+  Decision decision;
+  REQUIRE(limiter.Check("k", spec, 0, &decision).ok());  // epoch 0: shares 40 and 320
+  peer.counts.current.MergeSlot(2, 960);                 // the peer spent its 320
+  REQUIRE(limiter.Merge(peer).ok());
+  clock.AdvanceMs(210);                   // epoch 1
+  peer.counts.current.MergeSlot(2, 980);  // it spent 20 of epoch 1 before this node's check
+  REQUIRE(limiter.Merge(peer).ok());
+  clock.AdvanceMs(30);
+  // Of the 40 left at the epoch's start, this node's weight (the floor, 120,
+  // of 1080) gives 4.4; weighed on the view after the peer's 20, 2.2 of 20.
+  REQUIRE(limiter.Check("k", spec, 4, &decision).ok());
+  CHECK(decision.allowed);
+  CHECK(decision.remaining == 16);
+}
+
+// The same on a token bucket, with a second engine as the peer: what this
+// node may draw in an epoch does not depend on whether the peer's first
+// draws in it arrive before or after this node's first check in it. (The
+// bucket refills, so the epoch after one where both drew all they were
+// allowed has something to share.)
+TEST_CASE("escrow: a bucket's allowance does not depend on when the node first checks") {
+  const LimitSpec spec{Algorithm::kTokenBucket, 1'000, 1'000};
+  const auto allowance = [&](bool checks_first) {
+    ManualClock clock(kStartMs);
+    Limiter node(EscrowedNode(&clock, 2));
+    Limiter::Options peer_options = EscrowedNode(&clock, 2);
+    peer_options.node_id = 2;
+    Limiter peer(peer_options);
+    const auto admit = [&](Limiter& limiter, int requests) {
+      int admitted = 0;
+      for (int i = 0; i < requests; ++i) {
+        Decision decision;
+        REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+        admitted += decision.allowed ? 1 : 0;
+      }
+      return admitted;
+    };
+    const auto deliver = [&] {
+      peer.CollectGossip([&](const KeySnapshot& delta) { REQUIRE(node.Merge(delta).ok()); });
+    };
+    admit(peer, 1);  // an idle bucket: the first draw passes
+    deliver();
+    Decision decision;
+    REQUIRE(node.Check("k", spec, 0, &decision).ok());
+    CHECK(admit(peer, 1'000) == 499);  // all of its share of the epoch
+    deliver();
+    clock.AdvanceMs(200);  // the next epoch
+    if (checks_first) REQUIRE(node.Check("k", spec, 0, &decision).ok());
+    CHECK(admit(peer, 50) == 50);
+    deliver();
+    clock.AdvanceMs(20);
+    return admit(node, 1'000);
+  };
+  const int early = allowance(true);
+  CHECK(early > 0);
+  CHECK(allowance(false) == early);
+}
+
+// Denials weigh as demand: a node's own as its peers have heard them, which
+// once a delivery time has passed since it sent them is as it sent them
+// last. A node denied beyond its floor share sends its denials with its next
+// delta, and the next window's epochs weigh them as the peer's admissions.
+TEST_CASE("escrow: a node's own denials weigh as sent once they have had time to arrive") {
+  ManualClock clock(kStartMs);
+  Limiter::Options options = EscrowedNode(&clock, 2);
+  options.share_delivery_ms = 5;
+  Limiter limiter(options);
+  const LimitSpec spec{Algorithm::kFixedWindow, 1'000, 1'000};
+  KeySnapshot peer;
+  peer.key.push_back('k');
+  peer.algorithm = spec.algorithm;
+  peer.window_ms = spec.window_ms;
+  peer.counts.window_index = kStartMs / 1'000;
+  peer.counts.current.MergeSlot(2, 400);
+  REQUIRE(limiter.Merge(peer).ok());
+  const auto admit_of_400 = [&] {
+    uint64_t admitted = 0;
+    for (int i = 0; i < 400; ++i) {
+      Decision decision;
+      REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+      admitted += decision.allowed ? 1 : 0;
+    }
+    return admitted;
+  };
+  // This node weighs the floor, 50 of 450: 600 * 50 / 450 = 66.7.
+  CHECK(Rounds(admit_of_400(), 600.0 * 50 / 450));
+  limiter.CollectGossip([](const KeySnapshot&) {});  // its admissions and 333 or 334 denials
+  clock.AdvanceMs(1'000);
+  // The next window: 400 of its demand (admitted and denied) against the
+  // peer's 400, so half of the limit. Weighed without its denials, 66 or 67
+  // of 466 or so: a seventh.
+  CHECK(admit_of_400() == 400);
 }
 
 // Cut off from a peer in the share mode, a node keeps its own admissions to
