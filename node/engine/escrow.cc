@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "node/engine/mix.h"
+
 namespace tally {
 namespace {
 
@@ -73,48 +75,45 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
     other.allowance = std::max(other.allowance, floor_weight);  // now the weight
     total = SaturatingAdd(total, other.allowance);
   }
-  // Floors of the shares, then the units they leave go one each to the
-  // largest remainders (ties: newcomers, then known nodes by lowest id), so
-  // that the allowances sum to exactly what remains. Every node applies the
-  // same rule to nearly the same view; newcomers first, because nodes that
-  // do not know each other yet would each rank themselves first.
-  struct Claim {
-    uint64_t remainder;
-    bool newcomer;
-    NodeId node;
-    Other* other;  // null: self or a newcomer
+  // Systematic rounding: the members in an order every node knows alike
+  // (those without admissions, whose ids a node does not know, first as one
+  // block, then by id), each one's cumulative share C = remaining x (its
+  // weight and those before it) / total, and an offset u in [0, 1) that every
+  // node draws alike from the epoch's index: a member is allowed
+  // floor(C + u) - floor(C_before + u). So each gets the floor or the ceiling
+  // of its share, the allowances sum to exactly what remains, and over epochs
+  // each gets its share on average, whatever its id; a small difference
+  // between two nodes' views moves a unit only where a cumulative share is
+  // that close to an integer.
+  std::sort(others_.begin(), others_.end(),
+            [](const Other& a, const Other& b) { return a.node < b.node; });
+  const u128 offset = static_cast<u128>(Mix64(static_cast<uint64_t>(index))) * total >> 64;
+  u128 weight_before = 0;
+  uint64_t units_before = 0;
+  const auto allot = [&](uint64_t weight) {
+    weight_before = std::min<u128>(weight_before + weight, total);
+    const u128 scaled = weight_before * remaining;  // below 2^128: both factors are below 2^64
+    const uint64_t units =
+        static_cast<uint64_t>(scaled / total) + (scaled % total + offset >= total ? 1 : 0);
+    const uint64_t allotted = units - units_before;
+    units_before = units;
+    return allotted;
   };
-  std::vector<Claim> claims;
-  uint64_t allotted = 0;
-  const auto claim = [&](uint64_t weight, bool newcomer, NodeId node, Other* other) {
-    allotted += Share(remaining, weight, total);
-    claims.push_back({static_cast<uint64_t>(static_cast<u128>(remaining) * weight % total),
-                      newcomer, node, other});
-  };
-  claim(self_weight, false, self, nullptr);
-  for (Other& other : others_) claim(other.allowance, false, other.node, &other);
-  for (size_t i = 0; i < newcomers; ++i) claim(floor_weight, true, 0, nullptr);
-  std::sort(claims.begin(), claims.end(), [](const Claim& a, const Claim& b) {
-    if (a.remainder != b.remainder) return a.remainder > b.remainder;
-    if (a.newcomer != b.newcomer) return a.newcomer;
-    return a.node < b.node;
-  });
+  newcomers_allowance_ = allot(newcomers * floor_weight);
+  bool self_allotted = false;
   for (Other& other : others_) {
-    other.count_at_start = remote_current.Get(other.node);
-    other.allowance = Share(remaining, other.allowance, total);
-  }
-  allowance_ = Share(remaining, self_weight, total);
-  newcomers_allowance_ = newcomers * Share(remaining, floor_weight, total);
-  const uint64_t leftover = remaining - std::min(remaining, allotted);  // fewer than the claims
-  for (size_t i = 0; i < claims.size() && i < leftover; ++i) {
-    if (claims[i].other != nullptr) {
-      ++claims[i].other->allowance;
-    } else if (claims[i].newcomer) {
-      ++newcomers_allowance_;
-    } else {
-      ++allowance_;
+    if (!self_allotted && self < other.node) {
+      allowance_ = allot(self_weight);
+      self_allotted = true;
     }
+    other.count_at_start = remote_current.Get(other.node);
+    other.allowance = allot(other.allowance);
   }
+  if (!self_allotted) allowance_ = allot(self_weight);
+  // Knowing no other member yet (a new key), every node would take the last
+  // place after the block, and the ceilings of all of them would pass what
+  // remains: the floor.
+  if (others_.empty()) allowance_ = Share(remaining, self_weight, total);
   index_ = index;
   window_ = window;
   own_at_start_ = own_current;

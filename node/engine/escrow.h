@@ -20,11 +20,18 @@
 //    alone would keep whatever split a key started with: under saturation
 //    each node admits what it was allowed. A floor added to every weight
 //    gave a quiet node with some demand more than its part: its clients got
-//    up to 1.7x what a central limiter gives them under skew.) A share is floor(R * w / W), and the
-//    units the floors leave go one each to the largest remainders, so the allowances of an epoch
-//    sum to exactly R and no unit is stranded. Ties: members without admissions (whose ids a node
-//    does not know) first, as nodes that do not know each other yet would otherwise each take the
-//    unit; then the lowest id.
+//    up to 1.7x what a central limiter gives them under skew.)
+//  - Shares are rounded systematically: in an order every node knows alike
+//    (the members it knows no id of first, as one block, then by id), each
+//    member gets floor(C + u) - floor(C_before + u) of the cumulative shares
+//    C, with an offset u in [0, 1) that every node draws alike from the
+//    epoch's index. So the allowances of an epoch sum to exactly R, each is
+//    the floor or the ceiling of its share, and over epochs each member gets
+//    its share whatever its id. (The units the floors left once went to the
+//    largest remainders, ties to the lowest id: where shares are below a
+//    unit, as quiet nodes' are near the limit, the lowest ids took them
+//    every epoch.) A node that knows no other member yet (a new key) takes
+//    its share's floor, as every node then does.
 //  - An epoch begins at a node's first check of the key in it, which may come
 //    well after its start (a quiet node's next request); by then the others
 //    have begun spending their allowances of it. So the first merge into a

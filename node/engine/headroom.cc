@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "node/engine/mix.h"
+
 namespace tally {
 
 int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms) {
@@ -17,24 +19,11 @@ int64_t DeferralMs(Algorithm algorithm, uint64_t window_ms, int64_t max_delay_ms
   return 0;
 }
 
-namespace {
-
-// A 64-bit mix (the finaliser of SplitMix64): every input bit moves every output bit.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 NodeId RelayerFor(uint64_t relay_hash, std::span<const NodeId> members) {
   NodeId relayer = 0;
   uint64_t best = 0;
   for (const NodeId member : members) {
-    const uint64_t score = Mix(relay_hash ^ Mix(member));
+    const uint64_t score = Mix64(relay_hash ^ Mix64(member));
     if (relayer == 0 || score > best || (score == best && member < relayer)) {
       relayer = member;
       best = score;

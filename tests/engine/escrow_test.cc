@@ -33,6 +33,22 @@ uint64_t FirstAllowance(uint64_t remaining, NodeId self, uint32_t self_count,
   return epoch.allowance();
 }
 
+// Each member's allowance in epoch `index`, each computed from its own view
+// (every member's admissions `counts`, views alike), members 1..N.
+std::vector<uint64_t> Allowances(uint64_t remaining, const std::vector<uint32_t>& counts,
+                                 int64_t index) {
+  std::vector<uint64_t> allowances;
+  for (NodeId self = 1; self <= counts.size(); ++self) {
+    std::vector<GCounter::Slot> others;
+    for (NodeId node = 1; node <= counts.size(); ++node) {
+      if (node != self) others.push_back({node, counts[node - 1]});
+    }
+    allowances.push_back(
+        FirstAllowance(remaining, self, counts[self - 1], others, counts.size(), index));
+  }
+  return allowances;
+}
+
 // Whether `allowance` is `share`'s floor or ceiling.
 bool Rounds(uint64_t allowance, double share) {
   const auto units = static_cast<double>(allowance);
@@ -57,6 +73,28 @@ TEST_CASE("escrow: the allowance is the node's weighted share of what remains") 
     CHECK(Rounds(FirstAllowance(1'000, 1, 10, {{2, 890}, {3, 100}}, 3, index), 1000.0 * 83 / 1073));
     CHECK(
         Rounds(FirstAllowance(1'000, 3, 100, {{1, 10}, {2, 890}}, 3, index), 1000.0 * 100 / 1073));
+  }
+}
+
+// Shares below a unit (quiet nodes near the limit): every epoch the members'
+// allowances sum to exactly what remains, each is its share's floor or
+// ceiling, and over epochs each member gets its share, the highest id as
+// much as the lowest. (The units the floors left once went to the largest
+// remainders, ties to the lowest id: members 4 and 5 here got none.)
+TEST_CASE("escrow: rounding gives each member its share over epochs, whatever its id") {
+  const std::vector<uint32_t> counts = {700, 75, 75, 75, 75};  // shares 7 and 0.75 of 10
+  std::vector<uint64_t> sums(counts.size());
+  constexpr int kEpochs = 2'000;
+  for (int64_t index = 0; index < kEpochs; ++index) {
+    const std::vector<uint64_t> allowances = Allowances(10, counts, index);
+    CHECK(std::accumulate(allowances.begin(), allowances.end(), uint64_t{0}) == 10);
+    CHECK(allowances[0] == 7);
+    for (size_t node = 1; node < counts.size(); ++node) CHECK(allowances[node] <= 1);
+    for (size_t node = 0; node < counts.size(); ++node) sums[node] += allowances[node];
+  }
+  for (size_t node = 1; node < counts.size(); ++node) {
+    CAPTURE(node);
+    CHECK(static_cast<double>(sums[node]) / kEpochs == doctest::Approx(0.75).epsilon(0.08));
   }
 }
 
