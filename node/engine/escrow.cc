@@ -75,16 +75,9 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
     other.allowance = std::max(other.allowance, floor_weight);  // now the weight
     total = SaturatingAdd(total, other.allowance);
   }
-  // Systematic rounding: the members in an order every node knows alike
-  // (those without admissions, whose ids a node does not know, first as one
-  // block, then by id), each one's cumulative share C = remaining x (its
-  // weight and those before it) / total, and an offset u in [0, 1) that every
-  // node draws alike from the epoch's index: a member is allowed
-  // floor(C + u) - floor(C_before + u). So each gets the floor or the ceiling
-  // of its share, the allowances sum to exactly what remains, and over epochs
-  // each gets its share on average, whatever its id; a small difference
-  // between two nodes' views moves a unit only where a cumulative share is
-  // that close to an integer.
+  // Systematic rounding (escrow.h): the block of members without admissions,
+  // then self and the others by id; each is allowed floor(C + u) -
+  // floor(C_before + u), C its cumulative share, u = offset / total.
   std::sort(others_.begin(), others_.end(),
             [](const Other& a, const Other& b) { return a.node < b.node; });
   const u128 offset = static_cast<u128>(Mix64(static_cast<uint64_t>(index))) * total >> 64;
