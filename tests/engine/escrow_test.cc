@@ -241,6 +241,17 @@ Limiter::Options EscrowedNode(const Clock* clock, size_t members) {
   return options;
 }
 
+// Node 2's delta of key "k" in the first window: `count` admitted.
+KeySnapshot PeerDelta(const LimitSpec& spec, uint32_t count) {
+  KeySnapshot peer;
+  peer.key.push_back('k');  // (GCC 12 warns falsely, -Wrestrict, on = "k" here with sanitizers)
+  peer.algorithm = spec.algorithm;
+  peer.window_ms = spec.window_ms;
+  peer.counts.window_index = kStartMs / 1'000;
+  peer.counts.current.MergeSlot(2, count);
+  return peer;
+}
+
 // A request a central limiter admits on an idle key passes under escrow
 // too, whatever its cost; once the key is in use, the share applies again.
 TEST_CASE("escrow: an idle key admits any cost up to the limit") {
@@ -271,12 +282,7 @@ TEST_CASE("escrow: a spent share waits for the next epoch") {
   ManualClock clock(kStartMs);
   Limiter limiter(EscrowedNode(&clock, 2));
   const LimitSpec spec{Algorithm::kFixedWindow, 100, 1'000};
-  KeySnapshot peer;
-  peer.key.push_back('k');  // (GCC 12 warns falsely, -Wrestrict, on = "k" here with sanitizers)
-  peer.algorithm = spec.algorithm;
-  peer.window_ms = spec.window_ms;
-  peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 64);  // floor 8: the peer weighs 64, this node 8
+  KeySnapshot peer = PeerDelta(spec, 64);  // floor 8: the peer weighs 64, this node 8
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());
@@ -319,12 +325,7 @@ TEST_CASE("escrow: an epoch begun late weighs the counts at its start") {
   ManualClock clock(kStartMs);
   Limiter limiter(EscrowedNode(&clock, 2));
   const LimitSpec spec{Algorithm::kFixedWindow, 1'000, 1'000};
-  KeySnapshot peer;
-  peer.key.push_back('k');
-  peer.algorithm = spec.algorithm;
-  peer.window_ms = spec.window_ms;
-  peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 640);
+  KeySnapshot peer = PeerDelta(spec, 640);
   REQUIRE(limiter.Merge(peer).ok());
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 0, &decision).ok());  // epoch 0: shares 40 and 320
@@ -394,12 +395,7 @@ TEST_CASE("escrow: a node's own denials weigh as sent once they have had time to
   options.share_delivery_ms = 5;
   Limiter limiter(options);
   const LimitSpec spec{Algorithm::kFixedWindow, 1'000, 1'000};
-  KeySnapshot peer;
-  peer.key.push_back('k');
-  peer.algorithm = spec.algorithm;
-  peer.window_ms = spec.window_ms;
-  peer.counts.window_index = kStartMs / 1'000;
-  peer.counts.current.MergeSlot(2, 400);
+  KeySnapshot peer = PeerDelta(spec, 400);
   REQUIRE(limiter.Merge(peer).ok());
   const auto admit_of_400 = [&] {
     uint64_t admitted = 0;
