@@ -234,8 +234,8 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
-void Coordination::BeforeMerge(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const {
-  if (!remote.epoch || settings_.escrow_epoch_ms <= 0) return;
+void Coordination::KeepEpochStart(RemoteCounts& remote, int64_t window_index,
+                                  int64_t now_ms) const {
   const int64_t epoch_index = now_ms / settings_.escrow_epoch_ms;
   if (!remote.epoch->WantsStart(epoch_index, window_index)) return;
   WindowCounts peers;
@@ -243,10 +243,9 @@ void Coordination::BeforeMerge(RemoteCounts& remote, int64_t window_index, int64
   remote.epoch->KeepStart(epoch_index, window_index, std::move(peers.current));
 }
 
-void Coordination::BeforeMerge(BucketEntry& entry, int64_t slice, int64_t now_ms) const {
-  if (!entry.epoch || settings_.escrow_epoch_ms <= 0) return;
+void Coordination::KeepEpochStart(BucketEntry& entry, uint64_t window_ms, int64_t now_ms) const {
   const int64_t epoch_index = now_ms / settings_.escrow_epoch_ms;
-  const int64_t period = slice / kBucketSlicesPerPeriod;
+  const int64_t period = BucketSliceAt(window_ms, now_ms) / kBucketSlicesPerPeriod;
   if (!entry.epoch->WantsStart(epoch_index, period)) return;
   entry.epoch->KeepStart(epoch_index, period,
                          std::move(OthersCosts(entry.state, settings_.self, period).current));

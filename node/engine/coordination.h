@@ -144,11 +144,16 @@ class Coordination {
                   std::unique_ptr<RemoteCounts>* fresh, Decision* decision) const;
 
   // Before a merge changes the peers' counts of a counting key (`remote`,
-  // its entry in window `window_index`) or a token bucket (at `slice`):
+  // its entry in window `window_index`) or a token bucket (of `window_ms`):
   // with escrow, the first merge into an epoch the key has not begun keeps
-  // them as they stood at its start (node/engine/escrow.h).
-  void BeforeMerge(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const;
-  void BeforeMerge(BucketEntry& entry, int64_t slice, int64_t now_ms) const;
+  // them as they stood at its start (node/engine/escrow.h). Without, it
+  // reads nothing of the key (a merge's memory is what it costs).
+  void BeforeMerge(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const {
+    if (settings_.escrow_epoch_ms > 0 && remote.epoch) KeepEpochStart(remote, window_index, now_ms);
+  }
+  void BeforeMerge(BucketEntry& entry, uint64_t window_ms, int64_t now_ms) const {
+    if (settings_.escrow_epoch_ms > 0 && entry.epoch) KeepEpochStart(entry, window_ms, now_ms);
+  }
 
   // A token bucket key: `state` the slices decided by (the entry's, or an
   // empty one of the current base when entry is null; *fresh as above).
@@ -202,6 +207,9 @@ class Coordination {
   void WantRound() const {
     if (settings_.round_wanted != nullptr && *settings_.round_wanted) (*settings_.round_wanted)();
   }
+  // BeforeMerge's work, on a key with an epoch.
+  void KeepEpochStart(RemoteCounts& remote, int64_t window_index, int64_t now_ms) const;
+  void KeepEpochStart(BucketEntry& entry, uint64_t window_ms, int64_t now_ms) const;
   // This node's denials (current and previous window or period) as its
   // peers have heard of them, for escrow's weights: as it sent them last
   // (every admission goes at the next round, its denials with it) once that

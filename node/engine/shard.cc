@@ -774,7 +774,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
     entry->state.base_slice = base_slice;
   }
   AdvanceBucket(*entry, spec.window_ms, base_slice);
-  coordination.BeforeMerge(*entry, BucketSliceAt(spec.window_ms, now_ms), now_ms);
+  coordination.BeforeMerge(*entry, spec.window_ms, now_ms);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
   MergeDenied(*entry, self, snapshot.bucket.base_slice, snapshot.denied);
   MarkMerged(buckets, spec, entry);
