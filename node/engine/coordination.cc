@@ -192,13 +192,9 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
       // they stood at its start, if merges have moved them since.
       WindowCounts peers;
       remote.peers.ExportTo(&peers);
-      uint64_t current = check.current;
-      if (const GCounter* start = epoch.StartCounts(epoch_index, check.window_index)) {
-        const uint64_t merged_since =
-            peers.current.Sum() - std::min(peers.current.Sum(), start->Sum());
-        current -= std::min(current, merged_since);
-        peers.current = *start;
-      }
+      const uint64_t merged_since =
+          epoch.RewindToStart(epoch_index, check.window_index, &peers.current);
+      const uint64_t current = check.current - std::min(check.current, merged_since);
       const uint64_t view_remaining =
           spec.algorithm == Algorithm::kFixedWindow
               ? DecideFixedWindow(spec, current, check.elapsed_ms, 0).remaining
@@ -279,14 +275,11 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
       // start, if merges brought that before this check (as for counters).
       WindowCounts others = OthersCosts(check.state, settings_.self, period);
       const uint64_t heard_at_end = entry ? HeardDebt(*entry, spec.limit, epoch_end_ms) : 0;
-      uint64_t view_remaining =
-          DecideTokenBucket(spec, &check.state, heard_at_end, epoch_end_ms, 0).remaining;
-      if (const GCounter* start = epoch.StartCounts(epoch_index, period)) {
-        const uint64_t drawn_since =
-            others.current.Sum() - std::min(others.current.Sum(), start->Sum());
-        view_remaining = std::min(spec.limit, view_remaining + drawn_since);
-        others.current = *start;
-      }
+      const uint64_t drawn_since = epoch.RewindToStart(epoch_index, period, &others.current);
+      const uint64_t view_remaining =
+          std::min(spec.limit,
+                   DecideTokenBucket(spec, &check.state, heard_at_end, epoch_end_ms, 0).remaining +
+                       drawn_since);
       const DeniedCounts* denied = entry ? entry->denied.get() : nullptr;
       const uint64_t own_denied =
           denied ? OwnDeniedHeard(*denied, entry->sent_at_ms, check.now_ms) : 0;

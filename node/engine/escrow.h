@@ -52,6 +52,7 @@
 // Thread safety: value types; the owning shard's mutex guards them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -91,11 +92,17 @@ class EscrowEpoch {
     start_window_ = window;
     start_current_ = std::move(remote_current);
   }
-  // The others' current-window counts at the start of epoch `index` of
-  // `window` if a merge kept them (KeepStart), else null: no merge came
-  // since, and the view is as it stood then.
-  const GCounter* StartCounts(int64_t index, int64_t window) const {
-    return index == start_index_ && window == start_window_ ? &start_current_ : nullptr;
+  // For Begin of epoch `index` of `window`: if a merge kept the others'
+  // current-window counts at its start (KeepStart), puts them in
+  // *remote_current and returns how much the view's counts have grown since
+  // (to be given back to what remains); else changes nothing and returns 0
+  // (no merge came since, and the view is as it stood then).
+  uint64_t RewindToStart(int64_t index, int64_t window, GCounter* remote_current) const {
+    if (index != start_index_ || window != start_window_) return 0;
+    const uint64_t grown =
+        remote_current->Sum() - std::min(remote_current->Sum(), start_current_.Sum());
+    *remote_current = start_current_;
+    return grown;
   }
 
   // What this node may still spend in the epoch, its count being own_current.
