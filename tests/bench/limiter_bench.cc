@@ -1,9 +1,11 @@
 // Engine benchmark: ns per check for each algorithm on 1, 10k and 1M keys,
 // with one and two threads, and bytes of memory per key, side by side in one
 // run; beside them ns per merged key-slot (a peer's delta of one key, as
-// gossip merges it), one at a time and in batches. Prints Google Benchmark's
-// table, then a summary table and the batched merges' ratios to the batched
-// checks; pass --benchmark_out=FILE --benchmark_out_format=json for JSON.
+// gossip merges it), one at a time and in batches, and the time of a cache
+// line read at random (the floor under the 1M-key rows). Prints Google
+// Benchmark's table, then a summary table and the batched merges' ratios to
+// the batched checks, each also in random lines' time; pass
+// --benchmark_out=FILE --benchmark_out_format=json for JSON.
 // With --benchmark_repetitions=N the summary and the ratios take each
 // benchmark's median; add --benchmark_enable_random_interleaving=true so that
 // a shared machine's busy spells fall on the checks and the merges alike.
@@ -14,6 +16,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -211,6 +214,40 @@ void BM_MergeBatch(benchmark::State& state, Setup* setup, size_t batch_size) {
       benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
 }
 
+// The machine's floor under the 1M-key rows: ns per cache line read at random
+// from kRandomBytes (beyond every cache, as 1M keys' state is), each read
+// independent of the others and kLinesAhead lines prefetched ahead, so that as
+// many misses are in flight as the core allows. A check or merge at 1M keys
+// costs at least the random lines it reads times this (a merge reads more
+// lines than a check: the entry's remote counts too).
+constexpr size_t kRandomBytes = size_t{256} << 20;
+constexpr size_t kLinesAhead = 16;
+constexpr char kRandomLineRow[] = "randomline/mib:256";
+
+void BM_RandomLine(benchmark::State& state) {
+  constexpr size_t kLineWords = 64 / sizeof(uint64_t);
+  std::vector<uint64_t> memory(kRandomBytes / sizeof(uint64_t), 1);
+  constexpr size_t kOrderMask = (size_t{1} << 20) - 1;
+  std::vector<uint32_t> order(kOrderMask + 1);  // word offsets of random lines, visited in turn
+  std::mt19937_64 random(42);
+  for (uint32_t& offset : order) {
+    offset = static_cast<uint32_t>(random() % (memory.size() / kLineWords) * kLineWords);
+  }
+  constexpr size_t kLinesPerPass = 1024;
+  size_t next = 0;
+  uint64_t sum = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kLinesPerPass; ++i) {
+      __builtin_prefetch(&memory[order[(next + kLinesAhead) & kOrderMask]]);
+      sum += memory[order[next]];
+      next = (next + 1) & kOrderMask;
+    }
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kLinesPerPass));
+  state.counters["bytes_per_key"] = 0;
+}
+
 // Collects the runs and prints one row per (api, algorithm, keys) at the end,
 // then each batched merge's time against the batched check's.
 class SummaryReporter : public benchmark::ConsoleReporter {
@@ -244,12 +281,17 @@ class SummaryReporter : public benchmark::ConsoleReporter {
                   row.cpu_ns_one_thread, row.ns_two_threads, row.bytes_per_key);
     }
     std::printf(
-        "(op: a check for check/ and [peer-]batch64/, a key-slot for merge/ and mergebatch<n>/;\n"
+        "(op: a check for check/ and [peer-]batch64/, a key-slot for merge/ and mergebatch<n>/,\n"
+        " a cache line read at random for randomline/;\n"
         " 2 threads: aggregate time per op, i.e. 1e9 / total ops per second; 0: not run)\n");
     // Each batched merge against the batched check, of the same keys' kind
     // (batch64/) and of keys that hold a peer's slot too (peer-batch64/).
-    std::printf("\n%-42s %10s %10s %10s %10s\n", "batched merge / batched check", "ns ratio",
-                "cpu ratio", "peer ns", "peer cpu");
+    // And each in random lines' time (randomline/, when run): what a batched
+    // merge and check cost in units of this machine's floor.
+    const auto line = rows_.find(kRandomLineRow);
+    const double line_ns = line == rows_.end() ? 0 : line->second.ns_one_thread;
+    std::printf("\n%-42s %10s %10s %10s %10s %12s %12s\n", "batched merge / batched check",
+                "ns ratio", "cpu ratio", "peer ns", "peer cpu", "merge lines", "check lines");
     for (const auto& [name, row] : rows_) {
       if (!name.starts_with("mergebatch")) continue;
       const std::string rest = name.substr(name.find('/'));
@@ -260,10 +302,14 @@ class SummaryReporter : public benchmark::ConsoleReporter {
                    ? 0
                    : row.*field / found->second.*field;
       };
-      std::printf("%-42s %10.2f %10.2f %10.2f %10.2f\n", name.c_str(),
+      const auto in_lines = [&](auto found) {
+        return found == rows_.end() || line_ns == 0 ? 0 : found->second.ns_one_thread / line_ns;
+      };
+      std::printf("%-42s %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", name.c_str(),
                   ratio(check, &Row::ns_one_thread), ratio(check, &Row::cpu_ns_one_thread),
                   ratio(peer_check, &Row::ns_one_thread),
-                  ratio(peer_check, &Row::cpu_ns_one_thread));
+                  ratio(peer_check, &Row::cpu_ns_one_thread), in_lines(rows_.find(name)),
+                  in_lines(check));
     }
   }
 
@@ -326,6 +372,7 @@ int main(int argc, char** argv) {
           ->UseRealTime();
     }
   }
+  benchmark::RegisterBenchmark(tally::kRandomLineRow, &tally::BM_RandomLine)->UseRealTime();
   tally::SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

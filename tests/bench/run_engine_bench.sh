@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the engine benchmark: Google Benchmark's table and a summary on stdout
 # (ns per check; beside them ns per merged key-slot, one by one and batched,
-# and the batched merges' ratios to the batched checks), JSON in
+# the batched merges' ratios to the batched checks, and both in units of a
+# cache line read at random, the machine's floor at 1M keys), JSON in
 # build/engine_bench.json. Not a test: it prints figures only. Pin it to a core
 # (taskset -c 1) on a shared machine; the summary's CPU column is what the
 # benchmark thread itself spent. REPETITIONS=5 runs each benchmark 5 times,
