@@ -10,13 +10,6 @@
 namespace tally {
 namespace {
 
-using shard_internal::FindClass;
-using shard_internal::FindEntry;
-using shard_internal::Mark;
-using shard_internal::PrefetchBucket;
-using shard_internal::Unsent32;
-using shard_internal::UnsentNow;
-
 // Prefetches the cache lines of *object, if any (it may span two).
 template <typename T>
 void PrefetchObject(const T* object) {

@@ -11,10 +11,6 @@
 namespace tally {
 namespace {
 
-using shard_internal::Mark;
-using shard_internal::Unsent32;
-using shard_internal::UnsentNow;
-
 void FillSnapshot(const CounterEntry& entry, NodeId self, KeySnapshot* snapshot) {
   ExportCounts(entry, self, &snapshot->counts);
   snapshot->denied = DeniedCost();  // a node's view of demand, not state

@@ -19,7 +19,6 @@
 #include "node/engine/shard.h"
 
 namespace tally {
-namespace shard_internal {
 
 // Slots examined for expiry on every insertion: enough that a table under
 // churn never holds more than about twice its live keys.
@@ -93,8 +92,6 @@ inline uint32_t Unsent32(uint64_t unsent) {
   return static_cast<uint32_t>(std::min<uint64_t>(unsent, kUnsentUnknown - 1));
 }
 
-}  // namespace shard_internal
-
 template <typename Entry>
 Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
                      const LimitSpec& spec, std::string_view key, int64_t now_ms, Entry** entry) {
@@ -103,17 +100,16 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
     return Status::ResourceExhausted("key limit reached: this node holds max_keys=" +
                                      std::to_string(budget.max_keys()) + " keys");
   }
-  LimitClass<Entry>* limit_class =
-      shard_internal::FindClass(classes, spec.algorithm, spec.window_ms);
+  LimitClass<Entry>* limit_class = FindClass(classes, spec.algorithm, spec.window_ms);
   if (!limit_class) {
     limit_class = &classes.emplace_back();
     limit_class->algorithm = spec.algorithm;
     limit_class->window_ms = spec.window_ms;
     limit_class->table = std::make_unique<KeyTable<Entry>>();
   }
-  budget.Release(limit_class->table->SweepSome(
-      shard_internal::kSweepPerInsert,
-      [&](const Entry& old) { return IsExpired(old, spec.algorithm, spec.window_ms, now_ms); }));
+  budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
+    return IsExpired(old, spec.algorithm, spec.window_ms, now_ms);
+  }));
   *entry = limit_class->table->Insert(key);
   return Status::OK();
 }

@@ -9,12 +9,6 @@
 namespace tally {
 namespace {
 
-using shard_internal::FindClass;
-using shard_internal::FindEntry;
-using shard_internal::Mark;
-using shard_internal::PrefetchBucket;
-using shard_internal::WaitsToBeSent;
-
 // Room made at once for peers' slots in a key's counter: one per peer, up
 // to kMostSlotsAtOnce (beyond, few keys hear from every member).
 constexpr size_t kMostSlotsAtOnce = 16;
