@@ -302,14 +302,12 @@ class SummaryReporter : public benchmark::ConsoleReporter {
                    ? 0
                    : row.*field / found->second.*field;
       };
-      const auto in_lines = [&](auto found) {
-        return found == rows_.end() || line_ns == 0 ? 0 : found->second.ns_one_thread / line_ns;
-      };
+      const auto in_lines = [&](double ns) { return line_ns == 0 ? 0 : ns / line_ns; };
       std::printf("%-42s %10.2f %10.2f %10.2f %10.2f %12.1f %12.1f\n", name.c_str(),
                   ratio(check, &Row::ns_one_thread), ratio(check, &Row::cpu_ns_one_thread),
                   ratio(peer_check, &Row::ns_one_thread),
-                  ratio(peer_check, &Row::cpu_ns_one_thread), in_lines(rows_.find(name)),
-                  in_lines(check));
+                  ratio(peer_check, &Row::cpu_ns_one_thread), in_lines(row.ns_one_thread),
+                  in_lines(check == rows_.end() ? 0 : check->second.ns_one_thread));
     }
   }
 
