@@ -155,8 +155,7 @@ void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const
 uint64_t Coordination::OwnDeniedHeard(const DeniedCounts& denied, uint32_t sent_at_ms,
                                       int64_t now_ms) const {
   const NodeId self = settings_.self;
-  const auto since_ms = static_cast<uint32_t>(now_ms) - sent_at_ms;
-  if (since_ms < static_cast<uint64_t>(settings_.delivery_ms)) {
+  if (InFlight(sent_at_ms, now_ms, settings_.delivery_ms)) {
     return denied.current.Get(self) + denied.previous.Get(self);
   }
   return std::max<uint64_t>(denied.current.Get(self), denied.sent_current) +

@@ -40,6 +40,13 @@ struct DeniedCounts {
   uint32_t own_previous = 0;
 };
 
+// Whether what was sent at sent_at_ms (the wall clock's ms, low 32 bits, as
+// RemoteCounts and BucketEntry keep it) may still be on its way at now_ms.
+inline bool InFlight(uint32_t sent_at_ms, int64_t now_ms, int64_t delivery_ms) {
+  return static_cast<uint32_t>(static_cast<uint32_t>(now_ms) - sent_at_ms) <
+         static_cast<uint64_t>(delivery_ms);
+}
+
 // Other nodes' slots of a counting key: allocated once a peer reports, or,
 // with escrow (node/engine/escrow.h), once the key is checked: its epoch lives
 // here; or once this node's unsent admissions on it come near its share of

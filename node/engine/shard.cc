@@ -29,12 +29,6 @@ size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
   return freed;
 }
 
-// Whether what was sent at sent_at_ms may still be on its way at now_ms.
-bool InFlight(uint32_t sent_at_ms, int64_t now_ms, int64_t delivery_ms) {
-  return static_cast<uint32_t>(static_cast<uint32_t>(now_ms) - sent_at_ms) <
-         static_cast<uint64_t>(delivery_ms);
-}
-
 // What this node sent last on the entry, if it may still be on its way (sent
 // less than delivery_ms ago): with what is unsent, what no peer may have merged.
 uint64_t SentInFlight(const CounterEntry* entry, int64_t now_ms, int64_t delivery_ms) {
