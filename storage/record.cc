@@ -188,6 +188,15 @@ std::optional<int64_t> RecordExpiresAtMs(std::string_view value) {
   return expires_at_ms;
 }
 
+std::optional<std::string_view> RecordUserKey(std::string_view key) {
+  constexpr size_t kHeaderBytes = 1 + 1 + 8;  // prefix, algorithm, window_ms
+  if (key.size() <= kHeaderBytes || key.size() > kHeaderBytes + kMaxKeyBytes ||
+      key[0] != kRecordPrefix || static_cast<uint8_t>(key[1]) >= kAlgorithmCount) {
+    return std::nullopt;
+  }
+  return key.substr(kHeaderBytes);
+}
+
 Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* snapshot) {
   *snapshot = KeySnapshot();
   if (key.size() < 11 || key[0] != kRecordPrefix) {

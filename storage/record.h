@@ -48,4 +48,9 @@ Status DecodeRecord(std::string_view key, std::string_view value, KeySnapshot* s
 // value is too short or of an unknown format.
 std::optional<int64_t> RecordExpiresAtMs(std::string_view value);
 
+// The user's key (1 to kMaxKeyBytes bytes, any bytes) inside a record key;
+// nullopt when `key` is not one (prefix, algorithm or size), without decoding
+// the rest of the record.
+std::optional<std::string_view> RecordUserKey(std::string_view key);
+
 }  // namespace tally::storage

@@ -12,8 +12,17 @@
 //   format 1 (written by earlier versions, still read): per record:
 //     varint key size | key | varint value size | value
 // In format 2 a record is framed by its own size: damage inside it costs that
-// record alone. Damage to a size itself loses the rest of the part, and the
-// count says how many records that is. In format 1 there is no such count.
+// record alone. When a size itself is damaged (a key size running past its
+// record, a longer varint that shifts what follows, a record size running
+// past the part or over the records after it), the reader finds where whole
+// records begin again (kResyncRecords of them frame and look like records) and
+// goes on from there: the damage costs the records it covers (so a record
+// size running past the part costs that record, not the rest of the part),
+// and the count says how many those are. Bytes overwritten across several
+// records, or two damaged places fewer than kResyncRecords records apart,
+// cost every record from the first damage to where whole records begin again.
+// In format 1 there is no count, nor a resync: damage loses the rest of the
+// part.
 //
 // Keys starting with 'm' hold metadata (format marker, node id, checkpoint).
 //
@@ -58,13 +67,27 @@ class PartBuilder {
   uint32_t records_ = 0;
 };
 
-// Calls on_record(key, value) for every record of a part (either format)
-// whose framing is intact, in order, and sets *unframed to the number of
-// records that could not be framed: one for a record whose key size does not
-// fit in it; the rest of the part, from its record count, for a record size
-// that does not fit in the part (one in format 1, which has no count).
-// Corruption, saying what, when *unframed is not 0.
-using RecordCallback = std::function<void(std::string_view key, std::string_view value)>;
-Status ForEachRecord(std::string_view part, const RecordCallback& on_record, uint64_t* unframed);
+// How many records in a row (or all up to the part's end, if fewer) must
+// frame and look like records (a record key, a known value format) for the
+// reader of a damaged format 2 part to take their start as a record's.
+inline constexpr int kResyncRecords = 3;
+
+// Calls on_record(key, value), in order, for every record of a part that
+// frames (format 1) or frames and looks like a record (format 2), and sets
+// *unframed to the number of records that could not be framed: in format 2
+// what the part's record count says is missing (or, when the count is
+// damaged too, one per damaged place), each damaged place resynchronized as
+// above; in format 1 one, losing the rest of the part. on_record returns
+// whether the record decodes (DecodeRecord; true when it was not looked at):
+// in format 2 the records inside one that does not are looked for too (its
+// size may be what is damaged). on_lost (if set) is called with the record
+// key of each record that could not be framed when that key can still be read
+// (only its record size damaged, say); the others' keys are not known.
+// Corruption, saying what, when *unframed is not 0. Reads no byte outside
+// `part`, whatever it holds, in time linear in its size.
+using RecordCallback = std::function<bool(std::string_view key, std::string_view value)>;
+using LostKeyCallback = std::function<void(std::string_view key)>;
+Status ForEachRecord(std::string_view part, const RecordCallback& on_record, uint64_t* unframed,
+                     const LostKeyCallback& on_lost = {});
 
 }  // namespace tally::storage

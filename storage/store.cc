@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <string_view>
+#include <vector>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -52,7 +54,7 @@ class SpdlogLogger : public rocksdb::Logger {
 class SilentLogger : public rocksdb::Logger {
  public:
   using rocksdb::Logger::Logv;
-  void Logv(const char* format, va_list ap) override {}
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
 };
 
 std::string_view ToView(const rocksdb::Slice& slice) { return {slice.data(), slice.size()}; }
@@ -340,6 +342,14 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
 
   const int64_t now_ms = options_.clock->WallMs();
   KeySnapshot snapshot;
+  // Keeps the key of a corrupt record among the first named; false when it cannot be read.
+  const auto name_lost = [stats](std::string_view key) {
+    const std::optional<std::string_view> user_key = RecordUserKey(key);
+    if (user_key && stats->lost_keys.size() < LoadStats::kLostKeysNamed) {
+      stats->lost_keys.emplace_back(*user_key);
+    }
+    return user_key.has_value();
+  };
   auto on_record = [&](std::string_view key, std::string_view value) {
     ++stats->records;
     const std::optional<int64_t> expires_at_ms = RecordExpiresAtMs(value);
@@ -347,11 +357,14 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
       ++stats->expired;
     } else if (!DecodeRecord(key, value, &snapshot).ok()) {
       ++stats->corrupt;
+      if (!name_lost(key)) ++stats->corrupt_unnamed;
+      return false;
     } else if (restore(snapshot).ok()) {
       ++stats->restored;
     } else {
       ++stats->refused;
     }
+    return true;
   };
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   uint64_t next_run = checkpoint_sequence_ + 1;  // sequences are consecutive: a gap is a lost run
@@ -365,8 +378,18 @@ Status Store::Load(const std::function<Status(const KeySnapshot&)>& restore, Loa
     const std::string_view value = ToView(it->value());
     (sequence == checkpoint_sequence_ ? checkpoint_bytes_ : bytes_since_checkpoint_) +=
         value.size();
-    if (uint64_t unframed = 0; !ForEachRecord(value, on_record, &unframed).ok()) {
+    uint64_t unframed = 0, named = 0;
+    std::vector<std::string_view> named_first;  // into `value`
+    const LostKeyCallback on_lost = [&](std::string_view key) {
+      if (named++ < LoadStats::kLostKeysNamed) named_first.push_back(key);
+    };
+    if (!ForEachRecord(value, on_record, &unframed, on_lost).ok()) {
       stats->corrupt += unframed;
+      named = std::min(named, unframed);  // past what the count says is lost, no record's key
+      for (size_t i = 0; i < std::min<uint64_t>(named, named_first.size()); ++i) {
+        name_lost(named_first[i]);
+      }
+      stats->corrupt_unnamed += unframed - named;
     }
     if (progress) {
       ++parts_read;
@@ -389,6 +412,38 @@ uint64_t Store::CountParts() const {
     parts += uint64_t{part} + 1;
   }
   return parts;
+}
+
+std::string DescribeLostKeys(const Store::LoadStats& stats) {
+  constexpr size_t kShownKeyBytes = 64;
+  std::string out;
+  for (const std::string& key : stats.lost_keys) {
+    out += out.empty() ? "keys \"" : ", \"";
+    for (const char c : std::string_view(key).substr(0, kShownKeyBytes)) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (c >= 0x20 && c < 0x7f) {
+        out += c;
+      } else {
+        char escaped[5];
+        std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
+        out += escaped;
+      }
+    }
+    out += key.size() > kShownKeyBytes ? "...\"" : "\"";
+  }
+  const uint64_t named = stats.corrupt - std::min(stats.corrupt_unnamed, stats.corrupt);
+  if (named > stats.lost_keys.size()) {
+    out += " and " + std::to_string(named - stats.lost_keys.size()) + " more";
+  }
+  if (stats.corrupt_unnamed > 0) {
+    if (!out.empty()) out += "; ";
+    out += std::to_string(stats.corrupt_unnamed);
+    out += stats.corrupt_unnamed == 1 ? " record" : " records";
+    out += " whose key cannot be read";
+  }
+  return out;
 }
 
 Status Store::Compact() {

@@ -29,13 +29,16 @@
 // way out, Options::salvage_wal, when the damage is in the write-ahead log).
 // A batch cut short at the very end of the write-ahead log, as a crash during
 // a write leaves it, is dropped: that is the flush a crash loses. A record
-// that does not decode is skipped at Load and counted, not fatal.
+// that does not decode or frame is skipped at Load, counted and, when its key
+// can be read, named (LoadStats), not fatal; the others of its run load
+// (storage/run.h).
 //
 // Thread safety: BeginRun, Commit, BeginLastWrites, Load and CheckpointDue
 // are for one caller at a time; DiskBytes and Compact may run concurrently
 // with them. A Run is a value owned by its caller.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -144,6 +147,12 @@ class Store {
     uint64_t restored = 0;  // handed to `restore` and accepted by it
     uint64_t expired = 0;   // skipped: nothing in them counts any more
     uint64_t corrupt = 0;   // skipped: did not decode or could not be framed (the caller logs it)
+    // The keys (as stored: any bytes) of the first kLostKeysNamed corrupt
+    // records whose key could be read, and how many of the corrupt records
+    // had a key that could not be read (DescribeLostKeys puts both in words).
+    static constexpr size_t kLostKeysNamed = 5;
+    std::vector<std::string> lost_keys;
+    uint64_t corrupt_unnamed = 0;
     uint64_t refused = 0;   // `restore` returned an error (e.g. the key cap)
     uint64_t last_run = 0;  // the sequence of the newest run read; 0: none
     // Runs absent between the checkpoint and last_run, as [first, last]
@@ -196,5 +205,13 @@ class Store {
   uint64_t checkpoint_bytes_ = 0;
   uint64_t bytes_since_checkpoint_ = 0;
 };
+
+// What a Load lost to damage, for the log: the first keys of the corrupt
+// records (LoadStats::lost_keys, each quoted, its bytes other than printable
+// ASCII escaped as \xNN, one over 64 bytes cut with "..."), how many more,
+// and how many records' keys could not be read, e.g.
+//   keys "user:7", "a\x00b" and 3 more; 2 records whose key cannot be read
+// Empty when nothing was corrupt.
+std::string DescribeLostKeys(const Store::LoadStats& stats);
 
 }  // namespace tally::storage

@@ -22,11 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         part,
         [](std::string_view key, std::string_view value) {
           tally::KeySnapshot snapshot;
-          if (tally::storage::DecodeRecord(key, value, &snapshot).ok()) {
-            static_cast<void>(engine.limiter.Restore(snapshot));
-          }
+          if (!tally::storage::DecodeRecord(key, value, &snapshot).ok()) return false;
+          static_cast<void>(engine.limiter.Restore(snapshot));
+          return true;
         },
-        &unframed));
+        &unframed, [](std::string_view) {}));
     return 0;
   }
   const std::string_view key = input.TakeText(input.Byte());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "node/common/clock.h"
 #include "node/common/key_snapshot.h"
+#include "node/common/varint.h"
 #include "storage/record.h"
 #include "storage/run.h"
 #include "storage/store.h"
@@ -210,42 +212,151 @@ TEST_CASE("storage: Load reads runs of format 1 that earlier versions wrote") {
   CHECK(RawGet(dir.Path("data"), format_key) == "tally-4");
 }
 
-// Replaces the key-size varint (one byte: keys are short) of the record whose user key is
-// `user_key`, in part 0 of run 1, with `size_bytes`.
-void ReplaceKeySize(const std::string& path, const std::string& user_key,
-                    const std::string& size_bytes) {
+// Where a record's sizes are, counted back from its record key ('k', the algorithm and the
+// window_ms come before the user's key): one byte each for the short records written here.
+constexpr size_t kKeySizeBefore = 10 + 1;
+constexpr size_t kRecordSizeBefore = 10 + 2;
+
+// What a size byte is replaced with: any bytes (a longer varint moves the bytes after it).
+using Replacement = std::function<std::string(char size)>;
+
+// Replaces the byte `before` bytes before the user key `user_key` in part 0 of run 1 (one of
+// the record's sizes) with what `replace` makes of it.
+void ReplaceSize(const std::string& path, const std::string& user_key, size_t before,
+                 const Replacement& replace) {
   std::string part = RawGet(path, storage::RunKey(1, 0));
   const size_t at = part.find(user_key);
   REQUIRE(at != std::string::npos);
-  part.replace(at - 10 - 1, 1, size_bytes);  // before 'k', the algorithm and the window
+  REQUIRE(at >= before);
+  part.replace(at - before, 1, replace(part[at - before]));
   RawPut(path, {{storage::RunKey(1, 0), part}});
 }
 
-// 600 records in one part; one record's key size is broken: in place it costs that record
-// alone, and a longer varint (which shifts the records after it) is counted as the true loss.
-TEST_CASE("storage: a record with broken framing costs that record, or counts the true loss") {
-  constexpr size_t kRecords = 600;
-  ManualClock clock(kStartMs);
+// The size as a varint, in place of any.
+Replacement Varint(uint64_t size) {
+  return [size](char) {
+    std::string bytes;
+    PutVarint(size, &bytes);
+    return bytes;
+  };
+}
+
+// The same size with its continuation bit set: in place, the varint runs into the next byte.
+std::string Continued(char size) { return std::string(1, static_cast<char>(size | 0x80)); }
+
+// kRecords fixed-window keys "key-1000" ... of 3 units each, as one run (one part).
+constexpr size_t kRecords = 600;
+std::vector<KeySnapshot> ThreeUnitsEach() {
   std::vector<KeySnapshot> written;
   for (size_t i = 0; i < kRecords; ++i) {
     written.push_back(Counting("key-" + std::to_string(1'000 + i), Algorithm::kFixedWindow, 4'000,
-                               kStartMs / 4'000, {{1, 1}}, {}));
+                               kStartMs / 4'000, {{1, 3}}, {}));
   }
-  for (const bool in_place : {true, false}) {
-    CAPTURE(in_place);
+  return written;
+}
+
+// The snapshots but those of the keys named.
+std::vector<KeySnapshot> AllBut(std::vector<KeySnapshot> snapshots,
+                                const std::vector<std::string>& keys) {
+  std::erase_if(snapshots, [&](const KeySnapshot& snapshot) {
+    return std::find(keys.begin(), keys.end(), snapshot.key) != keys.end();
+  });
+  return snapshots;
+}
+
+// One record's key size made huge (as an outside test did), in place (a continuation bit, so
+// the varint runs into the key) or as a longer varint (which moves every record after it):
+// that record alone is lost, every other key of the run is restored with its counts, and the
+// lost record is reported as one whose key cannot be read.
+TEST_CASE("storage: a huge key size costs its record alone, not the rest of the run") {
+  ManualClock clock(kStartMs);
+  const std::vector<KeySnapshot> written = ThreeUnitsEach();
+  // In place, a longer varint, and the longest: 10 bytes.
+  const Replacement huge[] = {Continued, Varint(uint64_t{1} << 40), Varint(UINT64_MAX)};
+  for (size_t way = 0; way < std::size(huge); ++way) {
+    for (const char* damaged : {"key-1000", "key-1002", "key-1300", "key-1599"}) {
+      CAPTURE(way);
+      CAPTURE(damaged);
+      TempDir dir;
+      REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
+      ReplaceSize(dir.Path("data"), damaged, kKeySizeBefore, huge[way]);
+      Store::LoadStats stats;
+      CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), AllBut(written, {damaged}));
+      CHECK(stats.restored == kRecords - 1);
+      CHECK(stats.corrupt == 1);
+      CHECK(stats.corrupt_unnamed == 1);
+      CHECK(stats.lost_keys.empty());
+      CHECK(storage::DescribeLostKeys(stats) == "1 record whose key cannot be read");
+    }
+  }
+}
+
+// A record size that runs past the part (a huge varint, moving the records after it, or a
+// continuation bit in place) or over the records after it (a larger size that still fits)
+// used to lose the rest of the part; now the loader finds where whole records begin again:
+// the records before and after are restored, and the damaged record, whose key is intact, is
+// named.
+TEST_CASE("storage: a damaged record size costs its record, and names its key") {
+  ManualClock clock(kStartMs);
+  const std::vector<KeySnapshot> written = ThreeUnitsEach();
+  // Past the part and moving the records after it, past the part in place, over 19 records.
+  const Replacement damaged[] = {Varint(uint64_t{1} << 40), Continued, Varint(700)};
+  for (size_t way = 0; way < std::size(damaged); ++way) {
+    CAPTURE(way);
     TempDir dir;
     REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
-    // In place: a continuation bit, so the varint runs into the key; else a 10-byte varint.
-    ReplaceKeySize(dir.Path("data"), "key-1002",
-                   in_place ? std::string("\xff") : std::string(9, '\xff') + '\x01');
+    ReplaceSize(dir.Path("data"), "key-1300", kRecordSizeBefore, damaged[way]);
     Store::LoadStats stats;
-    const std::vector<KeySnapshot> loaded = LoadAll(*OpenStore(dir.Path("data"), &clock), &stats);
-    CHECK(loaded.size() == stats.restored);
-    CHECK(stats.restored + stats.corrupt == kRecords);
-    if (in_place) CHECK(stats.corrupt == 1);
-    MESSAGE(std::string(in_place ? "in place" : "10-byte varint")
-            << ": " << stats.restored << " restored, " << stats.corrupt << " counted as corrupt");
+    CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), AllBut(written, {"key-1300"}));
+    CHECK(stats.corrupt == 1);
+    CHECK(stats.corrupt_unnamed == 0);
+    CHECK(stats.lost_keys == std::vector<std::string>{"key-1300"});
+    CHECK(storage::DescribeLostKeys(stats) == "keys \"key-1300\"");
   }
+}
+
+// Damage that leaves nothing after it to frame again: the part cut inside record 500, whose
+// size now runs past the part. The loader does not crash, restores the 500 records before it,
+// and counts the 100 that the part's record count says are missing, their keys unknown.
+TEST_CASE("storage: a part cut short restores the records before the cut") {
+  ManualClock clock(kStartMs);
+  const std::vector<KeySnapshot> written = ThreeUnitsEach();
+  TempDir dir;
+  REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
+  std::string part = RawGet(dir.Path("data"), storage::RunKey(1, 0));
+  part.resize(part.find("key-1500") + 4);              // in the key of record 500
+  part[part.size() - 4 - kRecordSizeBefore] = '\x7f';  // its size now runs past the part
+  RawPut(dir.Path("data"), {{storage::RunKey(1, 0), part}});
+  Store::LoadStats stats;
+  const std::vector<KeySnapshot> first(written.begin(), written.begin() + 500);
+  CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats), first);
+  CHECK(stats.corrupt == kRecords - 500);
+  CHECK(stats.corrupt_unnamed == kRecords - 500);
+}
+
+// Two damaged records far apart cost those two; the keys the log names are escaped, and those
+// beyond the first kLostKeysNamed are counted.
+TEST_CASE("storage: each damaged record costs itself, and the log names what it can") {
+  ManualClock clock(kStartMs);
+  const std::vector<KeySnapshot> written = ThreeUnitsEach();
+  TempDir dir;
+  REQUIRE(WriteRun(*OpenStore(dir.Path("data"), &clock), written).ok());
+  ReplaceSize(dir.Path("data"), "key-1100", kKeySizeBefore, Varint(uint64_t{1} << 40));
+  ReplaceSize(dir.Path("data"), "key-1400", kRecordSizeBefore, Varint(uint64_t{1} << 40));
+  Store::LoadStats stats;
+  CheckSame(LoadAll(*OpenStore(dir.Path("data"), &clock), &stats),
+            AllBut(written, {"key-1100", "key-1400"}));
+  CHECK(stats.corrupt == 2);
+  CHECK(storage::DescribeLostKeys(stats) == "keys \"key-1400\"; 1 record whose key cannot be read");
+
+  Store::LoadStats many;
+  many.corrupt = 9;
+  many.corrupt_unnamed = 2;
+  many.lost_keys = {"a", std::string("b\0\"\\\xff", 5), "c", "d", std::string(70, 'e')};
+  CHECK(storage::DescribeLostKeys(many) ==
+        "keys \"a\", \"b\\x00\\\"\\\\\\xff\", \"c\", \"d\", \"" + std::string(64, 'e') +
+            "...\" and 2 more; 2 records whose key cannot be read");
+  CHECK(storage::DescribeLostKeys(Store::LoadStats()).empty());
 }
 
 // Randomly changed parts of either format never crash ForEachRecord, and it never hands out
@@ -267,7 +378,12 @@ TEST_CASE("storage: ForEachRecord survives random changes to a part") {
     if (rng() % 4 == 0) part.resize(rng() % part.size());
     uint64_t delivered = 0, unframed = 0;
     const Status status = storage::ForEachRecord(
-        part, [&](std::string_view, std::string_view) { ++delivered; }, &unframed);
+        part,
+        [&](std::string_view, std::string_view) {
+          ++delivered;
+          return rng() % 2 == 0;  // decodes or not: both paths of the resync
+        },
+        &unframed, [](std::string_view) {});
     CHECK(status.ok() == (unframed == 0));
     CHECK(delivered <= part.size());
     CHECK(unframed <= std::max<size_t>(part.size(), 1));
