@@ -1,5 +1,6 @@
 #include "node/bin/tallyd_options.h"
 
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -8,9 +9,12 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <string>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include "node/bin/cli_checks.h"
 #include "node/common/status.h"
@@ -89,6 +93,101 @@ class StrictConfig : public CLI::ConfigTOML {
   const CLI::App* app_;
 };
 
+// A port tallyd listens on, as its options set it.
+struct ListenPort {
+  std::string flag;  // "--gossip-port"
+  int64_t port = 0;  // 0: one picked at start, which clashes with none
+  std::string address;
+};
+
+// An address as an IP literal (what the acceptors take, node/net/acceptor.h;
+// gRPC's in brackets too): its family, AF_UNSPEC when it is a name, and bytes.
+struct Ip {
+  int family = AF_UNSPEC;
+  std::array<unsigned char, 16> bytes{};
+
+  bool wildcard() const {  // 0.0.0.0 or ::
+    return family != AF_UNSPEC && bytes == std::array<unsigned char, 16>{};
+  }
+};
+
+Ip ParseIp(std::string address) {
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']') {
+    address = address.substr(1, address.size() - 2);
+  }
+  Ip ip;
+  if (inet_pton(AF_INET, address.c_str(), ip.bytes.data()) == 1) {
+    ip.family = AF_INET;
+  } else if (inet_pton(AF_INET6, address.c_str(), ip.bytes.data()) == 1) {
+    ip.family = AF_INET6;
+  }
+  return ip;
+}
+
+// Whether two sockets on these addresses cannot listen on one port: the same
+// address, or a wildcard beside an address of its family, :: beside any IPv4
+// one too (dual stack, Linux's default). A name clashes with the same name
+// only: what it resolves to is not known yet.
+bool AddressesClash(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  const Ip x = ParseIp(a), y = ParseIp(b);
+  if (x.family == AF_UNSPEC || y.family == AF_UNSPEC) return false;
+  if (x.family == y.family) return x.bytes == y.bytes || x.wildcard() || y.wildcard();
+  return (x.family == AF_INET6 && x.wildcard()) || (y.family == AF_INET6 && y.wildcard());
+}
+
+// The value of the option named `flag` as text; empty when `app` has no such
+// option, or it has no value nor default.
+std::string Value(const CLI::App& app, const std::string& flag) {
+  const CLI::Option* option = app.get_option_no_throw(flag);
+  return option == nullptr ? std::string() : option->as<std::string>();
+}
+
+// Whether the option named `flag` was given (flag, variable or config file).
+bool Given(const CLI::App& app, const std::string& flag) {
+  const CLI::Option* option = app.get_option_no_throw(flag);
+  return option != nullptr && option->count() > 0;
+}
+
+// The ports tallyd will listen on, as parsed into `app`: the client port
+// (--port) always; the gossip port when the node is clustered (--seed or
+// --cluster-secret-file; unset, its default does not count otherwise) or it
+// is set; a front's port when it is set. Each on its own --*-address, or else
+// --address.
+std::vector<ListenPort> ListenPorts(const CLI::App& app) {
+  std::vector<ListenPort> ports;
+  const CLI::Option* client = app.get_option_no_throw("--port");
+  if (client == nullptr) return ports;  // not tallyd's options
+  const std::string address = Value(app, "--address");
+  ports.push_back({"--port", client->as<int64_t>(), address});
+  const bool clustered = Given(app, "--seed") || !Value(app, "--cluster-secret-file").empty();
+  for (const std::string name : {"gossip", "grpc", "http", "admin", "resp"}) {
+    const std::string flag = "--" + name + "-port";
+    if (!Given(app, flag) && !(name == "gossip" && clustered)) continue;
+    const std::string own_address = Value(app, "--" + name + "-address");
+    ports.push_back(
+        {flag, app.get_option(flag)->as<int64_t>(), own_address.empty() ? address : own_address});
+  }
+  return ports;
+}
+
+// InvalidArgument, naming both flags, when two of `ports` are the same
+// nonzero number on addresses that clash.
+Status CheckPortsDistinct(const std::vector<ListenPort>& ports) {
+  for (size_t i = 0; i < ports.size(); ++i) {
+    for (size_t j = i + 1; j < ports.size(); ++j) {
+      const ListenPort& a = ports[i];
+      const ListenPort& b = ports[j];
+      if (a.port == 0 || a.port != b.port || !AddressesClash(a.address, b.address)) continue;
+      return Status::InvalidArgument(
+          a.flag + " and " + b.flag + " are both " + std::to_string(a.port) + " on " + a.address +
+          (a.address == b.address ? "" : " and " + b.address) +
+          ": each port tallyd listens on needs a number of its own (0 picks a free one)");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void AddConfigOption(CLI::App* app) {
@@ -117,6 +216,10 @@ std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv) {
     } else {
       spdlog::error("not starting: {}", e.what());
     }
+    return 1;
+  }
+  if (Status status = CheckPortsDistinct(ListenPorts(app)); !status.ok()) {
+    spdlog::error("not starting: {}", status.message());
     return 1;
   }
   return std::nullopt;

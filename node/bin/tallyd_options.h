@@ -27,10 +27,14 @@ void AddConfigOption(CLI::App* app);
 // Parses argv into the options added to `app`, after giving each its
 // environment variable (AddEnvironmentNames, prefix TALLY_: TALLY_CONFIG
 // names the config file too). Precedence: command line, then environment,
-// then the config file, then the default. Returns nullopt when tallyd goes
-// on; otherwise the exit code: 0 once --help is printed, 1 once an error is
-// logged, naming the variable when the value came from one (spdlog's
-// default logger must be set up).
+// then the config file, then the default. Then refuses two ports tallyd
+// would listen on (--port; --gossip-port when clustered or set; --grpc-port,
+// --http-port, --admin-port, --resp-port when set) set to the same nonzero
+// number on addresses that clash (the same one, or a wildcard, 0.0.0.0 or ::,
+// beside one of its family), naming both flags: port 0 never clashes.
+// Returns nullopt when tallyd goes on; otherwise the exit code: 0 once
+// --help is printed, 1 once an error is logged, naming the variable when the
+// value came from one (spdlog's default logger must be set up).
 std::optional<int> ParseOrExit(CLI::App& app, int argc, char** argv);
 
 // The secret held in the file at `path`, without trailing whitespace; `what`

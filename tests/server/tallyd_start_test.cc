@@ -20,18 +20,22 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Runs tallyd on an ephemeral port and off the disk with `args`, expecting a
-// refusal: exit 1 and a log of one line "not starting: ..." holding each of
-// `expected`.
-void ExpectRefused(const std::vector<std::string>& args, const std::vector<std::string>& expected) {
-  std::vector<std::string> argv = {"--address",     "127.0.0.1", "--port",       "0",
-                                   "--gossip-port", "0",         "--memory-only"};
-  argv.insert(argv.end(), args.begin(), args.end());
+// Runs tallyd with exactly `argv`, expecting a refusal: exit 1 and a log of
+// one line "not starting: ..." holding each of `expected`.
+void ExpectRefusal(const std::vector<std::string>& argv, const std::vector<std::string>& expected) {
   std::string log;
   CHECK_MESSAGE(testing::RunTallyd(argv, &log) == 1, log);
   CHECK_MESSAGE(Contains(log, "not starting: "), log);
   CHECK_MESSAGE(std::count(log.begin(), log.end(), '\n') == 1, log);
   for (const std::string& part : expected) CHECK_MESSAGE(Contains(log, part), log);
+}
+
+// ExpectRefusal of tallyd on an ephemeral port and off the disk with `args`.
+void ExpectRefused(const std::vector<std::string>& args, const std::vector<std::string>& expected) {
+  std::vector<std::string> argv = {"--address",     "127.0.0.1", "--port",       "0",
+                                   "--gossip-port", "0",         "--memory-only"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ExpectRefusal(argv, expected);
 }
 
 // Writes `text` to `path` and returns the path.
@@ -141,6 +145,52 @@ TEST_CASE("tallyd start: --memory-only with --data-dir is refused") {
   const Status started = testing::StartTallyd(
       {"--config", WriteFile(dir.Path("disk.toml"), "memory-only = false\n")}, &tallyd);
   CHECK_MESSAGE(started.ok(), started.ToString());
+}
+
+// Two ports tallyd listens on set to one number (not 0) on addresses that clash would fail
+// at the second bind, after the first port opened: tallyd refuses them at once, in one line
+// naming both flags and the addresses, before it binds anything; from a config file too. A
+// wildcard address clashes with the addresses of its family, and :: with IPv4 ones too.
+TEST_CASE("tallyd start: two listening ports on one number are refused in one line") {
+  TempDir dir;
+  const std::string secret = WriteFile(dir.Path("secret"), "a secret the members share\n");
+  const auto refused = [](std::vector<std::string> args, const std::string& why) {
+    args.push_back("--memory-only");
+    ExpectRefusal(args, {why, "each port tallyd listens on needs a number of its own"});
+  };
+  refused({"--port", "7431", "--gossip-port", "7431", "--cluster-secret-file", secret},
+          "--port and --gossip-port are both 7431 on 127.0.0.1:");
+  refused({"--port", "7431", "--gossip-port", "7431"},  // set, though the node does not gossip
+          "--port and --gossip-port are both 7431 on 127.0.0.1:");
+  refused({"--resp-port", "7420"}, "--port and --resp-port are both 7420 on 127.0.0.1:");
+  refused(
+      {"--port", "0", "--http-port", "7432", "--admin-port", "7432", "--admin-address", "0.0.0.0"},
+      "--http-port and --admin-port are both 7432 on 127.0.0.1 and 0.0.0.0:");
+  refused({"--port", "0", "--address", "::", "--grpc-port", "7433", "--http-port", "7433",
+           "--http-address", "127.0.0.1"},
+          "--grpc-port and --http-port are both 7433 on :: and 127.0.0.1:");
+  refused({"--port", "0", "--config",
+           WriteFile(dir.Path("ports.toml"), "http-port = 7434\nresp-port = 7434\n")},
+          "--http-port and --resp-port are both 7434 on 127.0.0.1:");
+}
+
+// Port 0 (one picked at start) never clashes, the default gossip port of a node that does not
+// gossip is no listening port, and one number on addresses that do not overlap is fine: the
+// check passes them (the refusal of --data-dir beside --memory-only, checked after it, shows
+// that tallyd got past it without binding a port).
+TEST_CASE("tallyd start: listening ports that do not clash pass the check") {
+  const auto passed = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--memory-only", "--data-dir", "unused"});
+    ExpectRefusal(args, {"--memory-only keeps nothing on disk, but --data-dir is given"});
+  };
+  passed({"--port", "0", "--gossip-port", "0", "--grpc-port", "0", "--http-port", "0",
+          "--admin-port", "0", "--resp-port", "0"});
+  passed({"--http-port", "7421"});  // the gossip port's default
+  passed({"--port", "7435", "--http-port", "7435", "--http-address", "127.0.0.2"});
+  passed(
+      {"--port", "7435", "--address", "::1", "--resp-port", "7435", "--resp-address", "127.0.0.1"});
+  passed(
+      {"--port", "7435", "--address", "0.0.0.0", "--admin-port", "7435", "--admin-address", "::1"});
 }
 
 }  // namespace
