@@ -127,20 +127,25 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
                          PeerMessage* message) {
   message->classes.clear();
   message->members.clear();
+  message->losses.clear();
   return ReadFrame<wire::PeerMessage>(frame, limits, [&](wire::PeerMessage::Reader in) {
     switch (in.which()) {
-      case wire::PeerMessage::HELLO:
+      case wire::PeerMessage::HELLO: {
+        // One reader: each getter of the struct counts against the traversal limit.
+        const auto hello = in.getHello();
         message->kind = PeerMessageKind::kHello;
-        message->node_id = in.getHello().getNodeId();
-        message->nonce = ViewOf(in.getHello().getNonce());
-        message->peer_version = std::max<uint32_t>(1, in.getHello().getPeerVersion());
-        message->relays = in.getHello().getRelays();
+        message->node_id = hello.getNodeId();
+        message->nonce = ViewOf(hello.getNonce());
+        message->peer_version = std::max<uint32_t>(1, hello.getPeerVersion());
+        message->relays = hello.getRelays();
+        message->incarnation = hello.getIncarnation();
         if (message->node_id == 0) return Status::Corruption("malformed frame: hello from node 0");
         if (message->nonce.size() != kNonceBytes) {
           return Status::Corruption("malformed frame: hello without a nonce of " +
                                     std::to_string(kNonceBytes) + " bytes");
         }
         return Status::OK();
+      }
       case wire::PeerMessage::STATE: {
         message->kind = PeerMessageKind::kState;
         const auto state = in.getState();
@@ -164,9 +169,10 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->seq = in.getSeal().getSeq();
         message->mac = ViewOf(in.getSeal().getMac());
         return Status::OK();
-      case wire::PeerMessage::MEMBERS:
+      case wire::PeerMessage::MEMBERS: {
         message->kind = PeerMessageKind::kMembers;
-        for (const auto member : in.getMembers().getMembers()) {
+        const auto table = in.getMembers();
+        for (const auto member : table.getMembers()) {
           const capnp::Text::Reader address = member.getAddress();
           if (member.getNodeId() == 0) return Status::Corruption("malformed frame: member node 0");
           if (address.size() > kMaxMemberAddressBytes) {
@@ -178,7 +184,19 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
                                       member.getIncarnation(), member.getHeartbeat(),
                                       member.getHeartbeatWallMs(), member.getLeft()});
         }
+        const auto losses = table.getLosses();
+        if (losses.size() > kMaxCrashLosses) {
+          return Status::Corruption("malformed frame: more than " +
+                                    std::to_string(kMaxCrashLosses) + " crash losses");
+        }
+        for (const auto loss : losses) {
+          if (loss.getNodeId() == 0 || loss.getAtMs() < 0) {
+            return Status::Corruption("malformed frame: a crash loss of node 0 or before 1970");
+          }
+          message->losses.push_back({loss.getNodeId(), loss.getIncarnation(), loss.getAtMs()});
+        }
         return Status::OK();
+      }
     }
     message->kind = PeerMessageKind::kUnknown;
     return Status::OK();
@@ -277,14 +295,15 @@ std::string PeerVersionMismatch(uint32_t peer_version) {
          "version of tally across the cluster";
 }
 
-void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, std::string* out,
-                 uint32_t peer_version) {
+void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, uint64_t incarnation,
+                 std::string* out, uint32_t peer_version) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   auto hello = message.initRoot<wire::PeerMessage>().initHello();
   hello.setNodeId(node_id);
   hello.setNonce(DataOf(nonce));
   hello.setPeerVersion(peer_version);
   hello.setRelays(relays);
+  hello.setIncarnation(incarnation);
   AppendFrame(message, out);
 }
 
@@ -308,10 +327,17 @@ void EncodeHeartbeat(std::string* out) {
   AppendFrame(message, out);
 }
 
-void EncodeMembers(std::span<const MemberRecord> members, std::string* out) {
+void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashLoss> losses,
+                   std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
-  auto list = message.initRoot<wire::PeerMessage>().initMembers().initMembers(
-      static_cast<unsigned>(members.size()));
+  auto table = message.initRoot<wire::PeerMessage>().initMembers();
+  auto lost = table.initLosses(static_cast<unsigned>(std::min(losses.size(), kMaxCrashLosses)));
+  for (unsigned i = 0; i < lost.size(); ++i) {
+    lost[i].setNodeId(losses[i].node_id);
+    lost[i].setIncarnation(losses[i].incarnation);
+    lost[i].setAtMs(losses[i].at_ms);
+  }
+  auto list = table.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < list.size(); ++i) {
     const MemberRecord& member = members[i];
     list[i].setNodeId(member.node_id);

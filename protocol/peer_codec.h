@@ -42,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/common/crash_loss.h"
 #include "node/common/key_snapshot.h"
 #include "node/common/status.h"
 #include "protocol/codec.h"
@@ -83,15 +84,18 @@ struct PeerMessage {
   uint64_t seq = 0;                    // kSeal
   std::string_view mac;                // kSeal; points into the frame
   bool relays = false;                 // kHello: the sender relays (PeerStateEncoder)
+  uint64_t incarnation = 0;            // kHello: the sender's run (0: not said)
   bool full = false;                   // kState: part of a full sync
   bool relay = false;                  // kState: a delta for this node to relay
   std::vector<PeerClassView> classes;  // kState
   std::vector<MemberRecord> members;   // kMembers
+  std::vector<CrashLoss> losses;       // kMembers
 };
 
 // Corruption for bytes that are not a PeerMessage (a hello with node id 0
 // or a nonce not of kNonceBytes, a member with node id 0 or an address
-// longer than kMaxMemberAddressBytes included). A union member this version does
+// longer than kMaxMemberAddressBytes, more than kMaxCrashLosses losses or one
+// of node id 0 or a negative time included). A union member this version does
 // not know is kUnknown.
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
                          PeerMessage* message);
@@ -136,13 +140,17 @@ class PeerClassDecoder {
 // Append one frame to *out.
 // A hello says peer_version; 0 writes what builds before version 2 wrote (no
 // version at all), for tests of the refusal. `relays`: the sender relays
-// deltas sent to it with relay = true.
-void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, std::string* out,
-                 uint32_t peer_version = kPeerProtocolVersion);
+// deltas sent to it with relay = true. `incarnation`: the sender's run, so
+// that a link that drops knows which run it reached (0: not said).
+void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, uint64_t incarnation,
+                 std::string* out, uint32_t peer_version = kPeerProtocolVersion);
 void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
 void EncodeHeartbeat(std::string* out);
-void EncodeMembers(std::span<const MemberRecord> members, std::string* out);
+// A membership table and the crash losses the sender knows (at most
+// kMaxCrashLosses).
+void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashLoss> losses,
+                   std::string* out);
 
 // Packs key snapshots (every algorithm) into PeerState frames.
 // A frame is cut once it reaches max_frame_bytes, so it exceeds that by at

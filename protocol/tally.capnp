@@ -253,6 +253,15 @@ struct PeerMessage {
 
 struct PeerMembers {
   members @0 :List(PeerMember);
+  # The crash losses the sender knows (node/common/crash_loss.h); builds
+  # that do not know this field ignore it.
+  losses @1 :List(PeerCrashLoss);
+}
+
+struct PeerCrashLoss {
+  nodeId @0 :UInt64;
+  incarnation @1 :UInt64;  # of the run that started after the loss
+  atMs @2 :Int64;          # wall clock when a node first noted it
 }
 
 struct PeerMember {
@@ -274,6 +283,7 @@ struct PeerHello {
   nonce @1 :Data;     # 16 fresh random bytes: the connection's key depends on both
   peerVersion @2 :UInt32;  # the peer protocol's version (peerProtocolVersion); absent: 1
   relays @3 :Bool;  # the sender relays deltas sent with relay = true (absent: it does not)
+  incarnation @4 :UInt64;  # the sender's run (its membership incarnation); absent: 0, not said
 }
 
 # 2: token buckets are replicated (a class of algorithm 3 carries bucket

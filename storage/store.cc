@@ -35,6 +35,8 @@ const std::string kNodeIdKey = std::string(1, kMetaPrefix) + "node_id";
 const std::string kCheckpointKey = std::string(1, kMetaPrefix) + "checkpoint";  // its sequence
 // "serving" from BeginServing until MarkStopped, then "stopped".
 const std::string kServingKey = std::string(1, kMetaPrefix) + "serving";
+// The crash losses this node knows (SaveCrashLosses).
+const std::string kCrashLossesKey = std::string(1, kMetaPrefix) + "crash_losses";
 
 // RocksDB's own log goes to spdlog (warnings and errors only), not to a LOG
 // file in the data directory: that file would fail, and with it RocksDB's
@@ -248,6 +250,24 @@ Status Store::MarkStopped() {
   rocksdb::WriteOptions write;
   write.sync = options_.sync;
   return FromRocks(db_->Put(write, kServingKey, "stopped"), "cannot record the stop");
+}
+
+Status Store::SaveCrashLosses(std::span<const CrashLoss> losses) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return FromRocks(db_->Put(sync, kCrashLossesKey, EncodeCrashLosses(losses)),
+                   "cannot record the crash losses");
+}
+
+Status Store::LoadCrashLosses(std::vector<CrashLoss>* losses) {
+  losses->clear();
+  std::string stored;
+  const rocksdb::Status read = db_->Get(rocksdb::ReadOptions(), kCrashLossesKey, &stored);
+  if (read.IsNotFound()) return Status::OK();
+  if (!read.ok()) return FromRocks(read, "cannot read the crash losses");
+  if (!DecodeCrashLosses(stored, losses))
+    return Status::Corruption("stored crash losses do not decode");
+  return Status::OK();
 }
 
 Store::Run::Run(uint64_t sequence, bool checkpoint)

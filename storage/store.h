@@ -42,11 +42,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "node/common/clock.h"
+#include "node/common/crash_loss.h"
 #include "node/common/g_counter.h"
 #include "node/common/key_snapshot.h"
 #include "node/common/status.h"
@@ -106,6 +108,13 @@ class Store {
   // Everything the serving process admitted is on disk: the next
   // BeginServing reports no crash.
   Status MarkStopped();
+
+  // The crash losses this node knows (node/common/crash_loss.h), replaced
+  // whole and written synced: they are few and change only when a member
+  // crashes. A new directory has none; stored bytes that do not decode are
+  // Corruption (the node then starts knowing only what its peers tell it).
+  Status SaveCrashLosses(std::span<const CrashLoss> losses);
+  Status LoadCrashLosses(std::vector<CrashLoss>* losses);
 
   // One run being built. Add encodes a snapshot into it; nothing reaches
   // RocksDB before Store::Commit.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -397,7 +398,10 @@ int main(int argc, char** argv) {
         "restored {} keys from {} records in {} ms ({} expired, {} corrupt and {} over "
         "max-keys skipped)",
         keys_restored, loaded.records, restore_ms, loaded.expired, loaded.corrupt, loaded.refused);
-    if (loaded.corrupt > 0) spdlog::warn("skipped {} records that did not decode", loaded.corrupt);
+    if (loaded.corrupt > 0) {
+      spdlog::warn("damaged records skipped: {} ({}); their counts are lost", loaded.corrupt,
+                   tally::storage::DescribeLostKeys(loaded));
+    }
     for (const auto& [first, last] : loaded.missing_runs) {
       spdlog::warn(
           "runs {} to {} are missing (dropped from the damaged write-ahead log): the "
@@ -413,14 +417,26 @@ int main(int argc, char** argv) {
   }
   // What this node kept back from its peers (gossip delay) and had not
   // written is lost by a crash: until the windows it counted in pass, it
-  // counts as spent (Limiter::NoteDeferralLoss). Without a data directory a
-  // node cannot tell whether it crashed, so it assumes so.
-  bool crashed = !store;
+  // counts as spent, on every node (node/gossip/member_losses.h). The data
+  // directory says whether the last run stopped cleanly and holds the
+  // losses known then; without one (or with a wiped one) the peers' records
+  // of this node's last run say it.
+  bool crashed = false;
   if (store) {
     if (tally::Status status = store->BeginServing(&crashed); !status.ok()) {
       spdlog::error("not starting: {}", status.ToString());
       return 1;
     }
+    if (tally::Status status = store->LoadCrashLosses(&gossip_options.stored_crash_losses);
+        !status.ok()) {
+      spdlog::warn("{}: this node counts the crash losses its peers tell it of", status.ToString());
+    }
+    gossip_options.crashed = crashed;
+    gossip_options.crash_losses_changed = [&store](std::span<const tally::CrashLoss> losses) {
+      if (tally::Status status = store->SaveCrashLosses(losses); !status.ok()) {
+        spdlog::warn("{}: the crash losses are kept in memory only", status.ToString());
+      }
+    };
     if (crashed && clustered) {
       spdlog::warn(
           "the last run on {} did not stop cleanly: what it admitted and had neither written "
@@ -431,7 +447,6 @@ int main(int argc, char** argv) {
     persister.emplace(persister_options, &limiter, store.get());
     persister->Start();
   }
-  if (crashed) limiter.NoteDeferralLoss();
 
   // A restarted node first takes back from its peers what they hold of its
   // own slots (increments gossiped but not flushed before a crash): serving

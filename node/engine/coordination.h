@@ -101,7 +101,7 @@ class Coordination {
     // Asks for an early gossip round (Limiter::SetRoundWanted); not owned,
     // may be null or empty.
     const std::function<void()>* round_wanted = nullptr;
-    // Losses of what members kept back (Limiter::NoteDeferralLoss); not
+    // Losses of what members kept back (Limiter::SetDeferralLosses); not
     // owned, may be null (none).
     const DeferralLosses* deferral_losses = nullptr;
   };

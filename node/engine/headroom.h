@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -110,53 +111,47 @@ enum class MergeSource { kSync, kDelta, kRelay };
 
 // What members may have kept back and lost: a peer whose link went down
 // without its leaving (it may have crashed, its kept-back admissions unheard
-// by anyone; restarted, it recovers only what it had written to disk), or
-// this node restarted after a crash. Each such loss is noted at the time it
-// was seen; until the windows that began before it no longer count, every
-// check counts a headroom share of the whole limit per loss as spent
+// by anyone; restarted, it recovers only what it had written to disk), or a
+// member, this node included, that restarted after a crash
+// (node/gossip/member_losses.h). Each loss is seen at a wall time; until the
+// windows that began before it no longer count, every check counts a
+// headroom share of the whole limit per loss as spent
 // (Coordination::LimitAfterLosses), so that what was lost never lets the
-// cluster pass the limit. A loss that turns out not to be one (the peer was
-// cut off, not crashed, and speaks again) is forgotten. The last kSlots
-// losses are kept: more at once count as kSlots.
+// cluster pass the limit. The owner replaces the whole set whenever it
+// changes (a loss that turns out not to be one is left out of the next set).
+// Up to kSlots losses are kept apart; beyond that the older ones count
+// together at the time of the newest of them, which makes them count for
+// longer, never shorter.
 //
-// Thread safety: Note and Forget from one thread at a time (the gossip
-// thread; at start, before it runs); CountSince from any (relaxed atomics:
-// a check that reads a loss noted a moment ago as not yet noted is a check
-// made a moment earlier).
+// Thread safety: Set from one thread at a time (the gossip thread; at start,
+// before it runs); CountSince from any (relaxed atomics: a check that reads a
+// loss set a moment ago as not yet set is a check made a moment earlier).
 class DeferralLosses {
  public:
-  static constexpr size_t kSlots = 4;
+  static constexpr size_t kSlots = 8;
 
-  DeferralLosses() {
-    for (std::atomic<int64_t>& at_ms : at_ms_) at_ms.store(kNone, std::memory_order_relaxed);
-  }
-  // A loss seen at at_ms (wall clock). Returns its ticket, for Forget.
-  uint64_t Note(int64_t at_ms) {
-    const uint64_t ticket = ++last_ticket_;
-    tickets_[ticket % kSlots] = ticket;
-    at_ms_[ticket % kSlots].store(at_ms, std::memory_order_relaxed);
-    return ticket;
-  }
-  // The loss was none; nothing if its slot has been reused since.
-  void Forget(uint64_t ticket) {
-    if (tickets_[ticket % kSlots] == ticket) {
-      at_ms_[ticket % kSlots].store(kNone, std::memory_order_relaxed);
-    }
-  }
-  // How many of the losses noted (and not forgotten) were seen at or after since_ms.
+  DeferralLosses() = default;
+  // The losses now, each seen at its wall time (ms, never negative).
+  void Set(std::span<const int64_t> seen_at_ms);
+  // How many of the losses were seen at or after since_ms.
   size_t CountSince(int64_t since_ms) const {
+    // Usually none, or all long ago: one load.
+    if (newest_ms_.load(std::memory_order_relaxed) < since_ms) return 0;
     size_t count = 0;
-    for (const std::atomic<int64_t>& at_ms : at_ms_) {
-      count += at_ms.load(std::memory_order_relaxed) >= since_ms ? 1 : 0;
+    for (const std::atomic<uint64_t>& slot : slots_) {
+      const uint64_t packed = slot.load(std::memory_order_relaxed);
+      if (static_cast<int64_t>(packed & kAtMask) >= since_ms) count += packed >> kAtBits;
     }
     return count;
   }
 
  private:
-  static constexpr int64_t kNone = INT64_MIN;
-  std::array<std::atomic<int64_t>, kSlots> at_ms_;
-  std::array<uint64_t, kSlots> tickets_{};  // the writer's
-  uint64_t last_ticket_ = 0;                // the writer's
+  // A slot packs how many losses it counts (high bits) over the wall time
+  // they were seen at (low kAtBits: ms up to the year 2109); 0 counts none.
+  static constexpr int kAtBits = 42;
+  static constexpr uint64_t kAtMask = (uint64_t{1} << kAtBits) - 1;
+  std::array<std::atomic<uint64_t>, kSlots> slots_{};
+  std::atomic<int64_t> newest_ms_{INT64_MIN};
 };
 
 }  // namespace tally

@@ -230,20 +230,15 @@ class Limiter {
     cluster_size_.store(cluster_size, std::memory_order_relaxed);
   }
 
-  // A member may have lost what it kept back (node/engine/headroom.h,
-  // DeferralLosses): a peer's link went down without its leaving, or this
-  // node restarted after a crash. From now on, until the windows that began
-  // before now no longer count, every check counts a headroom share of the
-  // limit as spent for it. Nothing on a node that does not replicate, or
-  // with nothing kept back (gossip_max_delay_ms 0, escrow). Returns a
-  // ticket for ForgetDeferralLoss (0: none). Called from one thread at a
-  // time (DeferralLosses).
-  uint64_t NoteDeferralLoss() {
-    return options_.replicate ? deferral_losses_.Note(options_.clock->WallMs()) : 0;
-  }
-  // The loss was none (the peer speaks again in the same incarnation).
-  void ForgetDeferralLoss(uint64_t ticket) {
-    if (ticket != 0) deferral_losses_.Forget(ticket);
+  // What members may have lost of what they kept back (node/engine/headroom.h,
+  // DeferralLosses), each loss at the wall time it was first seen: replaces
+  // the losses counted so far. Until the windows that began before a loss no
+  // longer count, every check counts a headroom share of the limit as spent
+  // for it. Nothing on a node that does not replicate, or with nothing kept
+  // back (gossip_max_delay_ms 0, escrow). Called from one thread at a time
+  // (the gossip thread; at start, before it runs).
+  void SetDeferralLosses(std::span<const int64_t> seen_at_ms) {
+    if (options_.replicate) deferral_losses_.Set(seen_at_ms);
   }
 
   size_t key_count() const { return budget_.count(); }

@@ -178,9 +178,15 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
                        uint64_t cost, int64_t now_ms, Decision* decision) {
   LogEntry* entry = FindEntry(logs, spec, key, hash);
   if (entry) TrimLog(*entry, spec.window_ms, now_ms);
-  const Decision result = entry ? DecideSlidingLog(spec, ClusterStamps(*entry, &stamp_scratch),
-                                                   ClusterTotal(*entry), now_ms, cost)
-                                : DecideSlidingLog(spec, {}, 0, now_ms, cost);
+  // The log counts the trailing window: what a crash may have lost since
+  // its start (a round not yet sent) counts as spent in it.
+  LimitSpec decided_spec = spec;
+  decided_spec.limit =
+      coordination.LimitAfterLosses(spec, cost, now_ms - static_cast<int64_t>(spec.window_ms));
+  Decision result = entry ? DecideSlidingLog(decided_spec, ClusterStamps(*entry, &stamp_scratch),
+                                             ClusterTotal(*entry), now_ms, cost)
+                          : DecideSlidingLog(decided_spec, {}, 0, now_ms, cost);
+  result.limit = spec.limit;  // the limit the client was given, losses or not
   if (result.allowed && cost > 0) {
     if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
       return status;

@@ -11,13 +11,13 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "node/common/clock.h"
 #include "node/common/host_port.h"
 #include "node/gossip/gossip_peer.h"
-#include "node/gossip/member_losses.h"
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 
@@ -39,8 +39,7 @@ struct Gossip::Impl {
             &acceptor, &shared.log, "the gossip port",
             [this] { return asio::any_io_executor(io.get_executor()); },
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
-        round_timer(io),
-        member_losses(limiter) {
+        round_timer(io) {
     shared.end_rest = [this] { EndRest(); };
   }
 
@@ -102,7 +101,7 @@ struct Gossip::Impl {
       next_round_at = now + std::chrono::milliseconds(shared.options.interval_ms);
       round_wanted.store(false, std::memory_order_relaxed);
       resting.store(true, std::memory_order_relaxed);  // before the round looks for work
-      const int64_t rest_ms = Round(/*flush_deferred=*/false);
+      const int64_t rest_ms = Round(std::exchange(shared.flush_deferred, false));
       if (rest_ms > shared.options.interval_ms && resting.load(std::memory_order_relaxed)) {
         next_round_at = now + std::chrono::milliseconds(rest_ms);
       } else {
@@ -242,7 +241,7 @@ struct Gossip::Impl {
       records = shared.membership->Records();
     }
     auto frame = std::make_shared<std::string>();
-    protocol::EncodeMembers(records, frame.get());
+    protocol::EncodeMembers(records, shared.member_losses.crash_losses(), frame.get());
     shared.members_frame = std::move(frame);
     for (const auto& [address, link] : links) link->Send(shared.members_frame);
     last_beat_ms = shared.NowMs();
@@ -305,12 +304,15 @@ struct Gossip::Impl {
       const auto link = links.find(address);
       unreachable += link == links.end() || !link->second->up() ? 1 : 0;
       if (link != links.end() && link->second->TakeWentDown()) {
-        member_losses.LinkWentDown(*std::find_if(
-            records.begin(), records.end(),
-            [id = node_id](const protocol::MemberRecord& record) { return record.node_id == id; }));
+        shared.member_losses.LinkWentDown(
+            *std::find_if(records.begin(), records.end(),
+                          [id = node_id](const protocol::MemberRecord& record) {
+                            return record.node_id == id;
+                          }),
+            link->second->peer_incarnation(), shared.WallMs());
       }
     }
-    member_losses.Follow(records, self_id());
+    shared.member_losses.Follow(records, self_id(), shared.WallMs());
     shared.limiter->SetClusterView(cluster_size, unreachable);
     bool seeds_are_self = true;
     for (const std::string& seed : shared.options.seeds) {
@@ -411,7 +413,6 @@ struct Gossip::Impl {
   int64_t leave_deadline_ms = 0;
   bool stopping = false;
   bool alone = false;  // no link up at the last round (logged once)
-  MemberLosses member_losses;
   std::thread thread;
 };
 
@@ -469,9 +470,13 @@ void Gossip::Start() {
   self.node_id = impl.self_id();
   self.address = impl.advertise_address;
   self.incarnation = static_cast<uint64_t>(impl.shared.WallMs());
+  impl.shared.incarnation = self.incarnation;
   impl.shared.membership.emplace(Membership::Options{self, impl.shared.options.suspect_after_ms,
                                                      impl.shared.options.dead_after_ms},
                                  impl.shared.NowMs());
+  impl.shared.member_losses.Start(impl.shared.options.stored_crash_losses, self.node_id,
+                                  self.incarnation, impl.shared.options.crashed,
+                                  impl.shared.WallMs());
   impl.self_seeds.insert(impl.advertise_address);
   impl.dropped_seeds.insert(impl.advertise_address);
   impl.Beat(/*leaving=*/false);

@@ -80,10 +80,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "node/common/clock.h"
+#include "node/common/crash_loss.h"
 #include "node/common/status.h"
 #include "node/engine/limiter.h"
 #include "protocol/messages.h"
@@ -137,6 +139,13 @@ class Gossip {
     // Monotonic time for intervals and timeouts, wall time for heartbeats
     // and incarnations. Not owned; must outlive the Gossip.
     const Clock* clock = SystemClock::Default();
+    // Crash losses (node/gossip/member_losses.h): those this node stored,
+    // whether its data directory says its last run did not stop cleanly, and
+    // where to store them when they change (called on the gossip thread;
+    // may be empty: a memory-only node).
+    std::vector<CrashLoss> stored_crash_losses;
+    bool crashed = false;
+    std::function<void(std::span<const CrashLoss>)> crash_losses_changed;
   };
 
   // limiter must outlive the Gossip and have Options::replicate set.
@@ -151,7 +160,8 @@ class Gossip {
   Status Listen();
   uint16_t port() const;
   // Starts the gossip thread: dials the seeds, accepts, runs the rounds.
-  // The wall-clock time now is this run's incarnation.
+  // The wall-clock time now is this run's incarnation; a crash before it
+  // (Options::crashed) is a crash loss from now on.
   void Start();
 
   struct Recovery {

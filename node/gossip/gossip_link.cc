@@ -105,7 +105,8 @@ asio::awaitable<Status> PeerLink::Connect() {
   }
   std::string hello;
   const std::string nonce = protocol::RandomNonce();
-  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay, &hello);
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay,
+                        shared_.incarnation, &hello);
   co_await asio::async_write(stream_, asio::buffer(hello),
                              asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot send hello: " + ec.message());
@@ -139,6 +140,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   deadline_ms_ = 0;
   peer_id_ = reply.node_id;
   peer_relays_ = reply.relays;
+  peer_incarnation_ = reply.incarnation;
   up_ = true;
   ++connects_;
   GossipShared::Add(shared_.bytes_sent, hello.size());

@@ -25,6 +25,7 @@
 
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "node/gossip/member_losses.h"
 #include "node/gossip/membership.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
@@ -52,7 +53,8 @@ struct GossipShared {
       : options(gossip_options),
         limiter(replicated),
         log(gossip_options.clock, "gossip warnings"),
-        buffer_budget(gossip_options.max_buffer_bytes) {}
+        buffer_budget(gossip_options.max_buffer_bytes),
+        member_losses(replicated, gossip_options.crash_losses_changed) {}
 
   // The injected clock's readings (Options::clock).
   int64_t NowMs() const { return options.clock->MonotonicMs(); }
@@ -68,6 +70,13 @@ struct GossipShared {
       entries_rejected{0}, sessions_refused{0};
 
   // Gossip thread only.
+  uint64_t incarnation = 0;  // this node's run (Gossip::Start, before the thread)
+  MemberLosses member_losses;
+  // A member restarted without leaving: the next round sends everything
+  // that waits (what this node keeps back and what it holds as a relayer)
+  // to every peer, so that every view, the restarted member's too, holds
+  // what survived its crash within a delivery time, not two waits.
+  bool flush_deferred = false;
   Frame members_frame;  // the latest membership table, encoded: sent after every hello
   // Ends a rest of the rounds (Gossip): the next round comes an interval
   // after the last. A link that goes down calls it, so that the engine hears
@@ -138,6 +147,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   NodeId peer_id() const { return peer_id_; }
   // Whether the peer said in its hello that it relays (node/engine/headroom.h).
   bool peer_relays() const { return peer_relays_; }
+  // The peer's run this link reaches or last reached, from its hello (0: not said).
+  uint64_t peer_incarnation() const { return peer_incarnation_; }
   // The address answers as this node: Run has ended, for good.
   bool is_self() const { return is_self_; }
   const std::string& address() const { return address_; }
@@ -168,6 +179,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool went_down_ = false;  // TakeWentDown
   NodeId peer_id_ = 0;
   bool peer_relays_ = false;
+  uint64_t peer_incarnation_ = 0;
   std::optional<protocol::PeerAuth> auth_;  // this connection's key
   uint64_t next_seq_ = 1;
   uint64_t generation_ = 0;  // one per connection: stale write callbacks are ignored
@@ -211,7 +223,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges merge_batch_[0, pending) as from `source`; adds the entries
   // merged to *merged.
   void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
-  void MergeMembers(std::span<const protocol::MemberRecord> members);
+  // A membership table and the crash losses that came with it.
+  void MergeMembers(const protocol::PeerMessage& message);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)
   // or closed (-1), entries merged, a full sync completed.
   void Heard(int sessions, uint64_t merged, bool synced);

@@ -173,7 +173,8 @@ asio::awaitable<Status> PeerSession::Serve() {
   auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
   in_.Consume(sizes[0]);
   std::string reply;  // our hello, sealed (seq 0): proof that we are a member
-  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay, &reply);
+  protocol::EncodeHello(shared_.limiter->node_id(), nonce, shared_.options.relay,
+                        shared_.incarnation, &reply);
   protocol::EncodeSeal(0, auth_->Mac(0, protocol::FrameBytes(reply)), &reply);
   asio::error_code ec;
   co_await asio::async_write(stream_, asio::buffer(reply),
@@ -200,7 +201,7 @@ asio::awaitable<Status> PeerSession::Serve() {
       case protocol::PeerMessageKind::kState:
         if (Status status = Merge(message); !status.ok()) co_return status;
         break;
-      case protocol::PeerMessageKind::kMembers: MergeMembers(message.members); break;
+      case protocol::PeerMessageKind::kMembers: MergeMembers(message); break;
       case protocol::PeerMessageKind::kSyncDone:
         GossipShared::Add(shared_.full_syncs_received, 1);
         Heard(0, 0, /*synced=*/true);
@@ -264,11 +265,21 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
   }
 }
 
-void PeerSession::MergeMembers(std::span<const protocol::MemberRecord> members) {
+void PeerSession::MergeMembers(const protocol::PeerMessage& message) {
+  std::vector<Membership::Restart> restarts;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->Merge(members, shared_.NowMs(), shared_.WallMs(), node_id_);
+    shared_.membership->Merge(message.members, shared_.NowMs(), shared_.WallMs(), node_id_,
+                              &restarts);
   }
+  // Before the sender's full sync, which follows its table on the link: a
+  // restarting node counts its losses before it serves.
+  for (const Membership::Restart& restart : restarts) {
+    shared_.member_losses.Restarted(restart.node_id, restart.incarnation, shared_.WallMs());
+    shared_.flush_deferred = true;
+  }
+  if (!restarts.empty()) shared_.end_rest();
+  shared_.member_losses.Merge(message.losses, shared_.WallMs());
   shared_.recovery_changed.notify_all();
   Heard(0, 0, false);
 }

@@ -36,9 +36,15 @@ void Membership::Leave(int64_t wall_ms) {
 }
 
 void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms,
-                       int64_t wall_ms, NodeId sender) {
+                       int64_t wall_ms, NodeId sender, std::vector<Restart>* restarts) {
   for (const protocol::MemberRecord& record : records) {
-    if (record.node_id == self_id_) continue;
+    if (record.node_id == self_id_) {
+      const protocol::MemberRecord& self = members_.at(self_id_).record;
+      if (restarts && record.incarnation < self.incarnation && !record.left) {
+        restarts->push_back({self_id_, self.incarnation});
+      }
+      continue;
+    }
     const auto [it, added] = members_.try_emplace(record.node_id);
     Member& member = it->second;
     // A sample even when a relayed copy of the record came first.
@@ -48,6 +54,10 @@ void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t 
       ++member.offsets_seen;
     }
     if (!added && !Newer(record, member.record)) continue;
+    if (restarts && !added && record.incarnation > member.record.incarnation &&
+        !member.record.left) {
+      restarts->push_back({record.node_id, record.incarnation});
+    }
     member.record = record;
     member.advanced_ms = now_ms;
     member.lag_ms = wall_ms - record.heartbeat_wall_ms;

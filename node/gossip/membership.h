@@ -63,12 +63,21 @@ class Membership {
 
   static constexpr size_t kOffsetSamples = 8;
 
+  // A member that runs as `incarnation` now while its previous run, as this
+  // node knew it, had not left: it was killed or crashed.
+  struct Restart {
+    NodeId node_id = 0;
+    uint64_t incarnation = 0;
+  };
   // Takes every record newer than the one this node has (records about this
-  // node itself are ignored). now_ms/wall_ms: when they arrived; sender: the
-  // member that sent them (0: unknown), whose own record gives its clock
-  // offset.
+  // node itself are not taken). now_ms/wall_ms: when they arrived; sender:
+  // the member that sent them (0: unknown), whose own record gives its clock
+  // offset. *restarts (if not null) gets every member whose record of a run
+  // that had not left gave way to a newer incarnation, and this node itself
+  // when a record of its own previous run that had not left arrives (its
+  // peers knew it before this start: a wiped data directory is no new node).
   void Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms, int64_t wall_ms,
-             NodeId sender = 0);
+             NodeId sender = 0, std::vector<Restart>* restarts = nullptr);
 
   // Every member known, this node included: what a members message carries.
   std::vector<protocol::MemberRecord> Records() const;

@@ -629,8 +629,8 @@ TEST_CASE("cluster: the gossip port takes only sealed, fresh messages from membe
     CHECK(outsider.ClosedByNode());
   }
   std::string own_id, hello, heartbeat;
-  protocol::EncodeHello(5, protocol::RandomNonce(), false, &own_id);
-  protocol::EncodeHello(79, protocol::RandomNonce(), false, &hello);
+  protocol::EncodeHello(5, protocol::RandomNonce(), false, 0, &own_id);
+  protocol::EncodeHello(79, protocol::RandomNonce(), false, 0, &hello);
   protocol::EncodeHeartbeat(&heartbeat);
   for (const std::string& bytes :
        {std::string(64, '\x07'), state(50), own_id, hello + state(50) + heartbeat /* unsealed */}) {

@@ -306,31 +306,37 @@ TEST_CASE("headroom: a small limit spread thin over many nodes is not passed") {
 }
 
 // After a loss of what a member kept back, every window that began before it
-// counts a headroom share of the limit (960 / 96 = 10 on 3 nodes) as spent
-// per loss, until it no longer counts; the limit given to clients stays.
+// (the log's: a trailing window) counts a headroom share of the limit
+// (960 / 96 = 10 on 3 nodes) as spent per loss, until it no longer counts;
+// the limit given to clients stays.
 TEST_CASE("headroom: a loss counts a share of the limit as spent in the windows it may hold") {
   ManualClock clock(kStartMs - 40'000);  // a minute's start
   EngineNode node = Node(&clock, 1, 10'000, 3);
   const LimitSpec fixed{Algorithm::kFixedWindow, 960, 60'000};
   const LimitSpec sliding{Algorithm::kSlidingWindowCounter, 960, 60'000};
   const LimitSpec bucket{Algorithm::kTokenBucket, 960, 60'000};
+  const LimitSpec log{Algorithm::kSlidingWindowLog, 960, 60'000};
   clock.AdvanceMs(1'000);
-  for (const LimitSpec& spec : {fixed, sliding, bucket})
+  for (const LimitSpec& spec : {fixed, sliding, bucket, log})
     CHECK(node.Check("k", spec, 0).remaining == 960);
-  node.limiter->NoteDeferralLoss();
-  for (const LimitSpec& spec : {fixed, sliding, bucket}) {
+  const std::vector<int64_t> one_loss = {clock.WallMs()};
+  node.limiter->SetDeferralLosses(one_loss);
+  for (const LimitSpec& spec : {fixed, sliding, bucket, log}) {
     const Decision peek = node.Check("k", spec, 0);
     CHECK(peek.remaining == 950);
     CHECK(peek.limit == 960);
   }
-  node.limiter->NoteDeferralLoss();  // a second loss: another share
+  const std::vector<int64_t> two_losses = {one_loss[0], clock.WallMs()};
+  node.limiter->SetDeferralLosses(two_losses);  // a second loss: another share
   CHECK(node.Check("k", fixed, 0).remaining == 940);
   clock.AdvanceMs(59'000);  // the next minute: the losses are a window back
   CHECK(node.Check("k", fixed, 0).remaining == 960);
   CHECK(node.Check("k", sliding, 0).remaining == 940);  // the previous window still counts
   CHECK(node.Check("k", bucket, 0).remaining == 940);   // not yet a window since the losses
+  CHECK(node.Check("k", log, 0).remaining == 940);      // still in the trailing window
   clock.AdvanceMs(1'001);
   CHECK(node.Check("k", bucket, 0).remaining == 960);  // a window has refilled what they drew
+  CHECK(node.Check("k", log, 0).remaining == 960);     // out of the trailing window
   clock.AdvanceMs(58'999);
   CHECK(node.Check("k", sliding, 0).remaining == 960);
 }
@@ -340,7 +346,8 @@ TEST_CASE("headroom: a loss counts a share of the limit as spent in the windows 
 TEST_CASE("headroom: after a loss a request of the whole limit still passes on an idle key") {
   ManualClock clock(kStartMs);
   EngineNode node = Node(&clock, 1, 10'000, 3);
-  node.limiter->NoteDeferralLoss();
+  const std::vector<int64_t> loss = {clock.WallMs()};
+  node.limiter->SetDeferralLosses(loss);
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 960, 60'000};
   CHECK(node.Check("k", spec, 955).allowed);
   CHECK(node.Check("k", spec, 5).allowed == false);
@@ -351,16 +358,17 @@ TEST_CASE("headroom: after a loss a request of the whole limit still passes on a
 // that does not replicate: a loss changes nothing there.
 TEST_CASE("headroom: a loss counts nothing where nothing can be kept back") {
   ManualClock clock(kStartMs);
+  const std::vector<int64_t> loss = {clock.WallMs()};
   EngineNode prompt = Node(&clock, 1, 0, 3);
-  prompt.limiter->NoteDeferralLoss();
+  prompt.limiter->SetDeferralLosses(loss);
   CHECK(prompt.Check("k", {Algorithm::kFixedWindow, 960, 60'000}, 0).remaining == 960);
   EngineNode deferring = Node(&clock, 2, 10'000, 3);
-  deferring.limiter->NoteDeferralLoss();
+  deferring.limiter->SetDeferralLosses(loss);
   CHECK(deferring.Check("k", {Algorithm::kFixedWindow, 95, 60'000}, 0).remaining == 95);
   Limiter::Options options{3, 1'000, &clock};
   options.gossip_max_delay_ms = 10'000;
   Limiter lone(options);
-  lone.NoteDeferralLoss();
+  lone.SetDeferralLosses(loss);
   Decision decision;
   REQUIRE(lone.Check("k", {Algorithm::kFixedWindow, 960, 60'000}, 0, &decision).ok());
   CHECK(decision.remaining == 960);
@@ -385,7 +393,8 @@ TEST_CASE("headroom: a crash with kept-back admissions never lets the cluster pa
     ++lost;
     nodes.erase(nodes.begin());
     if (noted) {
-      for (EngineNode& node : nodes) node.limiter->NoteDeferralLoss();
+      const std::vector<int64_t> loss = {clock.WallMs()};
+      for (EngineNode& node : nodes) node.limiter->SetDeferralLosses(loss);
     }
     uint64_t admitted = 0;
     for (int i = 0; i < 2'000; ++i, clock.AdvanceMs(1)) {
@@ -394,6 +403,22 @@ TEST_CASE("headroom: a crash with kept-back admissions never lets the cluster pa
     }
     CHECK(admitted == (noted ? spec.limit - lost : spec.limit));
   }
+}
+
+// Beyond DeferralLosses::kSlots, the older losses count together at the
+// newest of their times: never fewer losses, and never for less long.
+TEST_CASE("headroom: losses beyond the slots count together, for as long as the newest of them") {
+  DeferralLosses losses;
+  CHECK(losses.CountSince(0) == 0);
+  std::vector<int64_t> seen_at_ms;
+  for (int64_t i = 1; i <= 12; ++i) seen_at_ms.push_back(i * 100);
+  losses.Set(seen_at_ms);
+  CHECK(losses.CountSince(0) == 12);
+  CHECK(losses.CountSince(1'200) == 1);
+  CHECK(losses.CountSince(500) == 12);  // the 5 oldest (100 to 500) as one slot at 500
+  CHECK(losses.CountSince(501) == 7);   // 600 to 1200
+  losses.Set({});
+  CHECK(losses.CountSince(0) == 0);
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ void ClientFrames(const fs::path& dir) {
 
 void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& snapshots) {
   std::string hello;
-  tally::protocol::EncodeHello(9, std::string(tally::protocol::kNonceBytes, 'n'), true, &hello);
+  tally::protocol::EncodeHello(9, std::string(tally::protocol::kNonceBytes, 'n'), true,
+                               1'800'000'000'000, &hello);
   tally::protocol::EncodeSeal(1, std::string(tally::protocol::kMacBytes, 'm'), &hello);
   Write(dir, "hello", std::string(1, '\0') + hello);
   tally::protocol::PeerStateEncoder encoder(9, true, 64 << 10);
@@ -102,7 +103,8 @@ void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& sn
   members[1].node_id = 10;
   members[1].address = "127.0.0.1:7422";
   std::string member_frame;
-  tally::protocol::EncodeMembers(members, &member_frame);
+  const std::vector<tally::CrashLoss> losses = {{9, 1'800'000'000'000, 1'799'999'999'000}};
+  tally::protocol::EncodeMembers(members, losses, &member_frame);
   Write(dir, "members", std::string(1, '\2') + member_frame);
 }
 

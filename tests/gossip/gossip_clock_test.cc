@@ -110,7 +110,7 @@ TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whol
   REQUIRE(node.gossip->Listen().ok());
   node.gossip->Start();
   std::string hello;
-  protocol::EncodeHello(9, protocol::RandomNonce(), false, &hello);
+  protocol::EncodeHello(9, protocol::RandomNonce(), false, 0, &hello);
   testing::RawConnection dripper(node.gossip->port());
   REQUIRE(dripper.connected());
   for (size_t second = 0; second < 5; ++second) {

@@ -29,7 +29,7 @@ const std::string kSecret = "a secret the members share";
 
 std::string Hello(NodeId id) {
   std::string hello;
-  protocol::EncodeHello(id, protocol::RandomNonce(), false, &hello);
+  protocol::EncodeHello(id, protocol::RandomNonce(), false, 0, &hello);
   return hello;
 }
 

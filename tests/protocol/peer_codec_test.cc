@@ -186,16 +186,18 @@ TEST_CASE("peer codec: a delta to relay says so") {
 TEST_CASE("peer codec: control messages") {
   const std::string nonce = protocol::RandomNonce();
   std::string frame;
-  protocol::EncodeHello(kSender, nonce, /*relays=*/true, &frame);
+  protocol::EncodeHello(kSender, nonce, /*relays=*/true, /*incarnation=*/1'800'000'000'000, &frame);
   PeerMessage message = Decode(frame);
+  CHECK(message.incarnation == 1'800'000'000'000);
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.node_id == kSender);
   CHECK(message.nonce == nonce);
   CHECK(message.peer_version == protocol::kPeerProtocolVersion);
   CHECK(message.relays);
   frame.clear();
-  protocol::EncodeHello(kSender, nonce, /*relays=*/false, &frame);
+  protocol::EncodeHello(kSender, nonce, /*relays=*/false, 0, &frame);
   CHECK_FALSE(Decode(frame).relays);
+  CHECK(Decode(frame).incarnation == 0);
   frame.clear();
   protocol::EncodeSeal(7, std::string(protocol::kMacBytes, 'm'), &frame);
   message = Decode(frame);
@@ -211,7 +213,7 @@ TEST_CASE("peer codec: control messages") {
   for (const auto& [node, bad_nonce] :
        {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
     frame.clear();
-    protocol::EncodeHello(node, bad_nonce, false, &frame);
+    protocol::EncodeHello(node, bad_nonce, false, 0, &frame);
     std::vector<uint64_t> words((frame.size() + 7) / 8);
     std::memcpy(words.data(), frame.data(), frame.size());
     CHECK(protocol::DecodePeerMessage(
@@ -225,11 +227,22 @@ TEST_CASE("peer codec: control messages") {
 // saying what to do.
 TEST_CASE("peer codec: a hello without a version is version 1") {
   std::string frame;
-  protocol::EncodeHello(7, protocol::RandomNonce(), false, &frame, /*peer_version=*/0);  // as then
+  protocol::EncodeHello(7, protocol::RandomNonce(), false, 0, &frame,
+                        /*peer_version=*/0);  // as then
   const PeerMessage message = Decode(frame);
   CHECK(message.kind == PeerMessageKind::kHello);
   CHECK(message.peer_version == 1);
   CHECK(protocol::PeerVersionMismatch(message.peer_version).find("version 1") != std::string::npos);
+}
+
+// Decodes a frame that must be corrupt.
+bool DecodesAsCorrupt(const std::string& frame) {
+  std::vector<uint64_t> words((frame.size() + 7) / 8);
+  std::memcpy(words.data(), frame.data(), frame.size());
+  PeerMessage decoded;
+  return protocol::DecodePeerMessage(
+             {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &decoded)
+             .code() == Status::Code::kCorruption;
 }
 
 // A members message carries every record whole; a member with node id 0 or
@@ -239,8 +252,9 @@ TEST_CASE("peer codec: members") {
       {1, "10.0.0.1:7421", 1'800'000'000'000, 42, 1'800'000'000'123, false},
       {kSender, "[::1]:7421", 7, 0, -5, true}};
   std::string frame;
-  protocol::EncodeMembers(members, &frame);
+  protocol::EncodeMembers(members, {}, &frame);
   const PeerMessage message = Decode(frame);
+  CHECK(message.losses.empty());
   CHECK(message.kind == PeerMessageKind::kMembers);
   REQUIRE(message.members.size() == 2);
   CHECK(message.members[0].address == "10.0.0.1:7421");
@@ -256,13 +270,27 @@ TEST_CASE("peer codec: members") {
         protocol::MemberRecord{2, std::string(protocol::kMaxMemberAddressBytes + 1, 'a'), 1, 1, 1,
                                false}}) {
     frame.clear();
-    protocol::EncodeMembers(std::span(&bad, 1), &frame);
-    std::vector<uint64_t> words((frame.size() + 7) / 8);
-    std::memcpy(words.data(), frame.data(), frame.size());
-    PeerMessage decoded;
-    CHECK(protocol::DecodePeerMessage(
-              {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &decoded)
-              .code() == Status::Code::kCorruption);
+    protocol::EncodeMembers(std::span(&bad, 1), {}, &frame);
+    CHECK(DecodesAsCorrupt(frame));
+  }
+}
+
+// A members message carries the sender's crash losses whole, at most
+// kMaxCrashLosses of them; a loss of node 0 or a negative time is corrupt.
+TEST_CASE("peer codec: crash losses travel with the members") {
+  const std::vector<protocol::MemberRecord> members = {{1, "10.0.0.1:7421", 5, 1, 5, false}};
+  const std::vector<CrashLoss> losses = {{2, 1'800'000'000'000, 1'799'999'999'000}, {3, 7, 0}};
+  std::string frame;
+  protocol::EncodeMembers(members, losses, &frame);
+  CHECK(Decode(frame).losses == losses);
+  frame.clear();
+  const std::vector<CrashLoss> many(kMaxCrashLosses + 5, CrashLoss{2, 1, 1});
+  protocol::EncodeMembers(members, many, &frame);
+  CHECK(Decode(frame).losses.size() == kMaxCrashLosses);
+  for (const CrashLoss& bad : {CrashLoss{0, 1, 1}, CrashLoss{2, 1, -1}}) {
+    frame.clear();
+    protocol::EncodeMembers(members, std::span(&bad, 1), &frame);
+    CHECK(DecodesAsCorrupt(frame));
   }
 }
 

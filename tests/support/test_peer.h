@@ -34,7 +34,7 @@ class TestPeer {
   bool Handshake(NodeId id, const std::string& secret) {
     const std::string nonce = protocol::RandomNonce();
     std::string hello;
-    protocol::EncodeHello(id, nonce, /*relays=*/false, &hello);
+    protocol::EncodeHello(id, nonce, /*relays=*/false, 0, &hello);
     Send(hello);
     protocol::FrameBuffer in;
     size_t sizes[2] = {0, 0};
