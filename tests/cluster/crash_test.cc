@@ -159,6 +159,8 @@ void CheckWithinLimit(const std::vector<Key>& keys, const std::map<std::string, 
     const auto extra = beyond.find(key.name);
     const uint64_t bound = key.spec.limit + refill + (extra == beyond.end() ? 0 : extra->second);
     CAPTURE(key.name);
+    MESSAGE(key.name << ": admitted " << admitted.at(key.name) << " of " << key.spec.limit
+                     << ", at most " << bound);
     CHECK(admitted.at(key.name) <= bound);
     CHECK(admitted.at(key.name) + 2 * KeptBack(key.spec.limit, 5) >= key.spec.limit);
   }
