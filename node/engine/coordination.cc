@@ -75,7 +75,7 @@ uint64_t Coordination::LimitAfterLosses(const LimitSpec& spec, uint64_t cost,
 }
 
 void Coordination::CapToShare(const ShareCheck& check, Decision* decision) const {
-  if (!CountsUnsent() || check.cost == 0 || !decision->allowed) return;  // a peek takes nothing
+  if (check.cost == 0 || !decision->allowed) return;  // a peek takes nothing
   // Shared with the members this node's admissions reach: while cut off from
   // some, each side enforces the limit on its own (the partition modes).
   const size_t unreachable = settings_.unreachable_peers->load(std::memory_order_relaxed);
@@ -223,9 +223,11 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
             : DecideSlidingCounter(share, own_current, own_previous, check.elapsed_ms, check.cost);
     Cap(own.remaining + (own.allowed ? check.cost : 0), check.cost, own.retry_after_ms, decision);
   }
-  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
-              entry && entry->remote ? &entry->remote->turn_at_ms : nullptr, nullptr},
-             decision);
+  if (CountsUnsent()) {
+    CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
+                entry && entry->remote ? &entry->remote->turn_at_ms : nullptr, nullptr},
+               decision);
+  }
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
 }
 
@@ -292,10 +294,19 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
           decision);
     }
   }
-  CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
-              entry ? &entry->turn_at_ms : nullptr, &spec},
-             decision);
+  if (CountsUnsent()) {
+    CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
+                entry ? &entry->turn_at_ms : nullptr, &spec},
+               decision);
+  }
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);
+}
+
+void Coordination::Log(const LogCheck& check, uint32_t* turn_at_ms, Decision* decision) const {
+  if (settings_.share_wait_ms <= 0) return;
+  const HeardDemand equal;  // the log weighs no demand: its shares stay equal
+  CapToShare({check.cost, check.unheard_before, equal, check.now_ms, turn_at_ms, nullptr},
+             decision);
 }
 
 }  // namespace tally

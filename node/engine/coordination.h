@@ -1,7 +1,8 @@
 // Coordination: what a node may admit beyond what its view of the cluster
 // allows, and how soon its admissions must reach the peers. The shard's check
-// path decides by the pure rules of decide.h, then calls Counter or Bucket
-// here once; the log needs no coordination (its admissions go every round).
+// path decides by the pure rules of decide.h, then calls Counter, Bucket or
+// Log here once. The log's admissions go every round; it keeps to its share
+// of what remains (below) in every mode but plain gossip, with equal shares.
 //
 //  - Escrow (Settings::escrow_epoch_ms > 0, node/engine/escrow.h): near a
 //    limit, this node spends at most its demand-weighted share per epoch of
@@ -169,6 +170,19 @@ class Coordination {
   };
   int64_t Bucket(const BucketCheck& check, BucketEntry* entry, std::unique_ptr<EscrowEpoch>* fresh,
                  Decision* decision) const;
+
+  // A sliding-log key: what of this node's admissions its peers may not
+  // have heard of (unheard_before) stays within its share of what its view
+  // leaves of the limit, in every mode but plain gossip (escrow's epochs
+  // count windows, and a log has none: it shares what remains instead).
+  // turn_at_ms: the entry's (RemoteCounts::turn_at_ms), null for a key this
+  // node does not hold yet. Its admissions go at the next round.
+  struct LogCheck {
+    uint64_t cost;
+    int64_t now_ms;
+    uint64_t unheard_before;
+  };
+  void Log(const LogCheck& check, uint32_t* turn_at_ms, Decision* decision) const;
 
   NodeId self() const { return settings_.self; }
   // Whether the caller should count exactly what waits to be sent on a key

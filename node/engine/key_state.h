@@ -139,6 +139,15 @@ struct LogEntry {
   StampLog own;
   int64_t gossip_from_ms = 0;  // own stamps from this time on are not gossiped yet
   std::unique_ptr<RemoteLogs> remote;
+  // What this node admitted and has not sent to its peers yet (meaningful
+  // while the entry is marked as having something to send, shard.h), what
+  // it sent last and when (the wall clock's ms, low 32 bits), and when it
+  // last took a turn: as RemoteCounts has them, for the share of what
+  // remains (node/engine/coordination.h).
+  uint32_t own_unsent = 0;
+  uint32_t own_sent = 0;
+  uint32_t sent_at_ms = 0;
+  uint32_t turn_at_ms = 0;
 };
 
 // Drops every node's entries at or before now_ms - window_ms.

@@ -37,7 +37,9 @@ uint64_t SentInFlight(const CounterEntry* entry, int64_t now_ms, int64_t deliver
                                                                                 : 0;
 }
 
-uint64_t SentInFlight(const BucketEntry* entry, int64_t now_ms, int64_t delivery_ms) {
+// Buckets and logs keep what they sent in the entry itself.
+template <typename Entry>
+uint64_t SentInFlight(const Entry* entry, int64_t now_ms, int64_t delivery_ms) {
   return entry != nullptr && InFlight(entry->sent_at_ms, now_ms, delivery_ms) ? entry->own_sent : 0;
 }
 
@@ -186,12 +188,16 @@ Status Shard::CheckLog(KeyBudget& budget, std::string_view key, size_t hash, con
   Decision result = entry ? DecideSlidingLog(decided_spec, ClusterStamps(*entry, &stamp_scratch),
                                              ClusterTotal(*entry), now_ms, cost)
                           : DecideSlidingLog(decided_spec, {}, 0, now_ms, cost);
+  const uint64_t unsent = UnsentNow(entry);
+  const uint64_t unheard_before = unsent + SentInFlight(entry, now_ms, coordination.delivery_ms());
+  coordination.Log({cost, now_ms, unheard_before}, entry ? &entry->turn_at_ms : nullptr, &result);
   result.limit = spec.limit;  // the limit the client was given, losses or not
   if (result.allowed && cost > 0) {
     if (Status status = Ensure(budget, logs, spec, key, now_ms, &entry); !status.ok()) {
       return status;
     }
     AppendLog(*entry, now_ms, cost);
+    entry->own_unsent = Unsent32(unsent + cost);
     MarkAdmitted(logs, spec, entry, /*gossip_delay_ms=*/0, now_ms);
   }
   *decision = result;

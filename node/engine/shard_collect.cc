@@ -277,6 +277,8 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
       const auto unsent = std::lower_bound(
           live.begin(), live.end(), entry->gossip_from_ms,
           [](const LogStamp& stamp, int64_t at_ms) { return stamp.at_ms < at_ms; });
+      entry->own_sent = std::exchange(entry->own_unsent, 0);
+      entry->sent_at_ms = static_cast<uint32_t>(now_ms);
       if (unsent == live.end()) continue;
       begin(limit_class, *entry);
       scratch->log.resize(1);

@@ -88,6 +88,10 @@ inline uint64_t UnsentNow(const BucketEntry* entry) {
   return entry != nullptr && WaitsToBeSent(entry->key) ? entry->own_unsent : 0;
 }
 
+inline uint64_t UnsentNow(const LogEntry* entry) {
+  return entry != nullptr && WaitsToBeSent(entry->key) ? entry->own_unsent : 0;
+}
+
 inline uint32_t Unsent32(uint64_t unsent) {
   return static_cast<uint32_t>(std::min<uint64_t>(unsent, kUnsentUnknown - 1));
 }

@@ -32,7 +32,8 @@ Limiter::Options ClusterOptions(bool shares) {
 
 const LimitSpec kSpecs[] = {{Algorithm::kFixedWindow, 100, 60'000},
                             {Algorithm::kSlidingWindowCounter, 100, 60'000},
-                            {Algorithm::kTokenBucket, 100, 3'600'000}};
+                            {Algorithm::kTokenBucket, 100, 3'600'000},
+                            {Algorithm::kSlidingWindowLog, 100, 60'000}};
 
 // Every node admits until it is denied, with no round in between.
 uint64_t Burst(std::vector<EngineNode>& nodes, const LimitSpec& spec, int per_node) {
@@ -191,13 +192,16 @@ TEST_CASE("shares: a node whose clients asked for most gets most of what remains
 }
 
 // Random clusters at demand beyond a small limit, one burst a round at random
-// nodes: every fixed window admits the limit and at most N - 1 beyond it.
+// nodes: every fixed window, and the log's trailing minute, admits the limit
+// and at most N - 1 beyond it.
 TEST_CASE("shares: random clusters admit the limit, at most N - 1 beyond") {
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
+  for (uint32_t seed = 1; seed <= 80; ++seed) {
     CAPTURE(seed);
     std::mt19937 random(seed);
     const size_t members = 2 + random() % 7;
-    const LimitSpec spec{Algorithm::kFixedWindow, 5 + random() % 300, 60'000};
+    const Algorithm algorithm =
+        seed % 2 == 0 ? Algorithm::kFixedWindow : Algorithm::kSlidingWindowLog;
+    const LimitSpec spec{algorithm, 5 + random() % 300, 60'000};
     ManualClock clock(kMinuteStartMs);
     std::vector<EngineNode> nodes = MakeNodes(&clock, members, ClusterOptions(true));
     uint64_t admitted = 0;
@@ -233,13 +237,38 @@ TEST_CASE("shares: an eighth of a share unheard asks for an early round") {
   CHECK(asked == 1);  // 8 x 5 > floor(95 / 3)
 }
 
-// A lone node (no peers) and the sliding log are never held to a share.
-TEST_CASE("shares: a lone node and the log admit as before") {
+// A lone node (no peers) is never held to a share: the log stays exact there.
+TEST_CASE("shares: a lone node admits as before") {
   ManualClock clock(kMinuteStartMs);
-  std::vector<EngineNode> lone = MakeNodes(&clock, 1, ClusterOptions(true));
-  CHECK(Burst(lone, kSpecs[0], 200) == 100);
+  for (const LimitSpec& spec : kSpecs) {
+    std::vector<EngineNode> lone = MakeNodes(&clock, 1, ClusterOptions(true));
+    CHECK(Burst(lone, spec, 200) == 100);
+  }
+}
+
+// The log's request beyond its share waits a round and delivery; a denial
+// by the view says when the oldest counted stamp leaves the window.
+TEST_CASE("shares: the log waits beyond its share, and a denial says when a stamp leaves") {
+  ManualClock clock(kMinuteStartMs);
   std::vector<EngineNode> nodes = MakeNodes(&clock, 3, ClusterOptions(true));
-  CHECK(Burst(nodes, {Algorithm::kSlidingWindowLog, 100, 60'000}, 100) == 300);
+  const LimitSpec spec{Algorithm::kSlidingWindowLog, 30, 60'000};
+  CHECK(nodes[0].Admit("k", spec, 10));  // nothing unheard: passes whatever its share
+  const Decision waits = nodes[0].Check("k", spec, 1);
+  CHECK_FALSE(waits.allowed);
+  CHECK(waits.remaining == 20);
+  CHECK(waits.retry_after_ms == kRoundMs + kDeliveryMs);
+  RunRound(nodes);
+  clock.AdvanceMs(kDeliveryMs);
+  CHECK(nodes[0].Admit("k", spec, 7));  // within 1/3 of the 20 left, after it was heard
+  RunRound(nodes);
+  clock.AdvanceMs(kDeliveryMs);
+  CHECK(nodes[1].Admit("k", spec, 13));
+  RunRound(nodes);
+  clock.AdvanceMs(1'000);
+  const Decision full = nodes[2].Check("k", spec, 1);
+  CHECK_FALSE(full.allowed);
+  CHECK(full.remaining == 0);
+  CHECK(full.retry_after_ms == 60'000 - 1'000 - 2 * kDeliveryMs);  // the first stamp's
 }
 
 }  // namespace
