@@ -26,7 +26,7 @@ const std::string kFormatKey = std::string(1, kMetaPrefix) + "format";
 // tally-1: one RocksDB value per key; tally-2: runs of format 1 only;
 // tally-3: runs of format 2 (storage/run.h), and format 1 still read;
 // tally-4: records of format 2 (replicated buckets, storage/record.h) too.
-const std::string kFormatValue = "tally-4";
+const std::string kFormatValue = kFormatMarker;
 // Moved to tally-4 at Open.
 bool IsFormatBefore(const std::string& format) {
   return format == "tally-2" || format == "tally-3";

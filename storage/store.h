@@ -61,6 +61,11 @@ class WriteBatch;
 
 namespace tally::storage {
 
+// The data directory's format marker this build writes and reads (RocksDB key
+// `m` `format`); directories of the markers before it are moved to it at
+// Open, and once moved are refused by builds before this one.
+inline constexpr char kFormatMarker[] = "tally-4";
+
 class Store {
  public:
   struct Options {
