@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "protocol/client_tls.h"
+
 namespace tally::protocol {
 namespace {
 
@@ -68,13 +70,21 @@ Status Client::Connect(const Options& options, std::unique_ptr<Client>* client) 
   if (fd < 0) return Status::Unavailable(last_error);
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  client->reset(new Client(fd, options));
+  std::unique_ptr<ClientTls> tls;
+  if (options.tls.enabled) {
+    if (Status status = ClientTls::Handshake(fd, options, &tls); !status.ok()) {
+      close(fd);
+      return status;
+    }
+  }
+  client->reset(new Client(fd, options, std::move(tls)));
   return Status::OK();
 }
 
-Client::Client(int fd, const Options& options) : fd_(fd), options_(options) {}
+Client::Client(int fd, const Options& options, std::unique_ptr<ClientTls> tls)
+    : fd_(fd), options_(options), tls_(std::move(tls)) {}
 
-Client::~Client() { close(fd_); }
+Client::~Client() { close(fd_); }  // tls_ then frees its session, writing nothing
 
 void Client::Send(Request request, uint64_t* request_id) {
   request.id = next_id_++;
@@ -85,6 +95,7 @@ void Client::Send(Request request, uint64_t* request_id) {
 Status Client::Flush() { return SendRaw(std::exchange(send_buffer_, std::string())); }
 
 Status Client::SendRaw(std::string_view bytes) {
+  if (tls_) return tls_->Write(bytes);
   while (!bytes.empty()) {
     const ssize_t sent = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (sent < 0) {
@@ -97,7 +108,24 @@ Status Client::SendRaw(std::string_view bytes) {
   return Status::OK();
 }
 
-void Client::ShutdownSend() { shutdown(fd_, SHUT_WR); }
+void Client::ShutdownSend() {
+  if (tls_) tls_->Shutdown();
+  shutdown(fd_, SHUT_WR);
+}
+
+Status Client::ReceiveSome(std::span<std::byte> room, size_t* received) {
+  if (tls_) return tls_->Read(room, received);
+  for (;;) {
+    const ssize_t got = recv(fd_, room.data(), room.size(), 0);
+    if (got >= 0) {
+      *received = static_cast<size_t>(got);
+      return Status::OK();
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::IOError("timed out receiving");
+    return Status::Unavailable(Errno("recv"));
+  }
+}
 
 Status Client::Receive(Response* response) {
   if (!send_buffer_.empty()) {
@@ -112,18 +140,21 @@ Status Client::Receive(Response* response) {
       const Status status = DecodeResponse(receive_buffer_.readable().first(scan.frame_bytes),
                                            options_.limits, response);
       receive_buffer_.Consume(scan.frame_bytes);
+      answered_ = true;
       return status;
     }
     const size_t missing = scan.frame_bytes - receive_buffer_.readable().size();
-    const std::span<std::byte> room = receive_buffer_.writable(missing);
-    const ssize_t received = recv(fd_, room.data(), room.size(), 0);
-    if (received == 0) return Status::Unavailable("connection closed by the server");
-    if (received < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::IOError("timed out receiving");
-      return Status::Unavailable(Errno("recv"));
+    size_t received = 0;
+    if (Status status = ReceiveSome(receive_buffer_.writable(missing), &received); !status.ok()) {
+      return status;
     }
-    receive_buffer_.Commit(static_cast<size_t>(received));
+    if (received == 0) {
+      return Status::Unavailable(
+          answered_ || tls_ ? "connection closed by the server"
+                            : "connection closed by the server before any answer (a node with "
+                              "--client-tls on closes clients that do not speak TLS)");
+    }
+    receive_buffer_.Commit(received);
   }
 }
 

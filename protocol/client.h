@@ -11,6 +11,10 @@
 // broken connection is an IOError or Unavailable status, and the Client is
 // unusable afterwards (connect a new one).
 //
+// TLS (Options::tls.enabled), for a node started with --client-tls on:
+// Connect completes the handshake, verifying the node's certificate against
+// a CA file and its name; everything after is as in plain text.
+//
 // Thread safety: none. One thread at a time per Client; use one Client per
 // thread (or connection) for concurrency.
 #pragma once
@@ -29,6 +33,8 @@
 
 namespace tally::protocol {
 
+class ClientTls;
+
 class Client {
  public:
   struct Options {
@@ -36,8 +42,21 @@ class Client {
     uint16_t port = 0;
     int timeout_ms = 5'000;
     FrameLimits limits;
+    // TLS 1.2 or 1.3; the node's certificate is always verified.
+    struct Tls {
+      bool enabled = false;
+      std::string ca_file;      // PEM: the CAs the node's certificate must chain to; empty: the
+                                // system's (/etc/ssl/certs)
+      std::string cert_file;    // PEM: a client certificate (chain), with key_file; empty: none
+      std::string key_file;     // PEM: its private key
+      std::string server_name;  // the name the certificate must carry (an IP address or a DNS
+                                // name, sent as SNI); empty: host
+    } tls;
   };
 
+  // Connects, and under TLS completes the handshake. A file that does not
+  // load is InvalidArgument; a node that cannot be reached, a certificate
+  // that does not verify or a failed handshake is Unavailable, saying why.
   static Status Connect(const Options& options, std::unique_ptr<Client>* client);
   ~Client();
   Client(const Client&) = delete;
@@ -68,11 +87,14 @@ class Client {
 
   // Writes bytes as they are: for tests that send hostile input.
   Status SendRaw(std::string_view bytes);
-  // Half-closes the sending side (the server sees end of stream).
+  // Half-closes the sending side (the server sees end of stream; under TLS
+  // after close_notify).
   void ShutdownSend();
 
  private:
-  Client(int fd, const Options& options);
+  Client(int fd, const Options& options, std::unique_ptr<ClientTls> tls);
+  // Reads what has arrived into room, waiting for one byte at least.
+  Status ReceiveSome(std::span<std::byte> room, size_t* received);
   Status Call(Request request, Response* response);
   // Call for a request about one limit, answered by a response of `expected` kind.
   Status CallOnLimit(RequestKind kind, const KeyLimit& limit, ResponseKind expected,
@@ -80,6 +102,8 @@ class Client {
 
   const int fd_;
   const Options options_;
+  const std::unique_ptr<ClientTls> tls_;  // null in plain text
+  bool answered_ = false;                 // a frame has come from the server
   uint64_t next_id_ = 1;
   std::string send_buffer_;
   FrameBuffer receive_buffer_;

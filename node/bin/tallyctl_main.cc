@@ -10,6 +10,11 @@
 //   tallyctl stats
 //   tallyctl cluster        (members as the node sees them, links, peers)
 //
+// TLS (a node started with --client-tls on): --tls, or --ca-file F; the
+// node's certificate is verified against F (else the system's CAs) and
+// --server-name (else the host); --cert-file and --key-file present a
+// client certificate.
+//
 // Every command takes --json. Arguments are checked before connecting.
 // Exit status: 0 allowed (or stats printed), 1 denied, 2 error of any kind
 // (bad flags, no connection, or an error for the check).
@@ -51,6 +56,14 @@ int PrintError(bool json, std::string_view code, std::string_view message) {
                  static_cast<int>(message.size()), message.data());
   }
   return kExitError;
+}
+
+// Client::Connect's failure: a TLS file that does not load is invalid_argument,
+// anything else (no node, a certificate that does not verify) unavailable.
+int PrintConnectError(bool json, std::string_view where, const tally::Status& status) {
+  const bool bad_file = status.code() == tally::Status::Code::kInvalidArgument;
+  return PrintError(json, bad_file ? "invalid_argument" : "unavailable",
+                    std::string(where) + std::string(status.message()));
 }
 
 Json DecisionJson(const tally::Decision& d) {
@@ -288,7 +301,7 @@ int Inspect(tally::protocol::Client::Options target, const std::vector<std::stri
     std::unique_ptr<tally::protocol::Client> client;
     tally::protocol::InspectReply reply;
     if (tally::Status status = tally::protocol::Client::Connect(node, &client); !status.ok()) {
-      exit_code = PrintError(json, "unavailable", where + ": " + std::string(status.message()));
+      exit_code = PrintConnectError(json, where + ": ", status);
     } else if (status = client->Inspect(limit, &reply); !status.ok()) {
       exit_code = PrintError(json, "error", where + ": " + status.ToString());
     } else if (json) {
@@ -328,6 +341,20 @@ int main(int argc, char** argv) {
       ->check(tally::bin::InRange(1, 3'600'000))
       ->capture_default_str();
   app.add_flag("--json", json, "Print JSON instead of text");
+  tally::protocol::Client::Options::Tls& tls = options.tls;
+  app.add_flag("--tls", tls.enabled,
+               "Speak TLS, to a node started with --client-tls on; its certificate must chain "
+               "to the system's CAs, or to --ca-file");
+  app.add_option("--ca-file", tls.ca_file,
+                 "PEM: the CA the node's certificate must chain to (implies --tls)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--cert-file", tls.cert_file,
+                 "PEM: a client certificate, for a node that asks for one (--client-tls-verify)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--key-file", tls.key_file, "PEM: the client certificate's key")
+      ->check(CLI::ExistingFile);
+  app.add_option("--server-name", tls.server_name,
+                 "The name the node's certificate must carry (default: the host)");
   // A limit is (key, algorithm, window_ms): what inspect and reset name.
   const auto add_key_limit = [&](CLI::App* command) {
     command->add_option("key", key, "The key to limit, e.g. user:42")->required();
@@ -406,6 +433,14 @@ int main(int argc, char** argv) {
     if (host_option->count() == 0) options.host = target.host;
     if (port_option->count() == 0) options.port = target.port;
   }
+  if (!tls.ca_file.empty()) tls.enabled = true;
+  if (!tls.enabled && !(tls.cert_file + tls.key_file + tls.server_name).empty()) {
+    return PrintError(json, "invalid_argument",
+                      "--cert-file, --key-file and --server-name need --tls or --ca-file");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return PrintError(json, "invalid_argument", "--cert-file and --key-file go together");
+  }
   if (check->parsed() || peek->parsed() || inspect->parsed() || reset->parsed()) {
     const std::optional<tally::Algorithm> algorithm = tally::ParseAlgorithm(algorithm_name);
     if (!algorithm) {
@@ -436,7 +471,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<tally::protocol::Client> client;
   if (tally::Status status = tally::protocol::Client::Connect(options, &client); !status.ok()) {
-    return PrintError(json, "unavailable", status.message());
+    return PrintConnectError(json, "", status);
   }
   if (stats->parsed() || cluster->parsed()) {
     tally::protocol::StatsReply reply;
