@@ -246,6 +246,47 @@ def check_deb(build, version, allocator):
         for binary in ("tallyd", "tallyctl"):
             out = run([os.path.join(root, "usr/bin", binary), "--version"]).stdout
             check(out == f"{binary} {version}\n", f"deb: {binary} --version: {out!r}")
+        check_client_library(build, root, listing)
+
+
+def check_client_library(build, root, listing):
+    """The .deb's C++ client library: examples/cpp/check.cc builds with its headers, static
+    libraries and tally-client.pc alone, and checks against the .deb's own tallyd."""
+    for path in ("./usr/lib/libtally_client.a", "./usr/include/tally/protocol/client.h",
+                 "./usr/lib/pkgconfig/tally-client.pc"):
+        check(f" {path}\n" in listing, f"deb: holds {path}")
+    source = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$",
+                       open(os.path.join(build, "CMakeCache.txt")).read(), re.M).group(1)
+    system_pc = run(["pkg-config", "--variable", "pc_path", "pkg-config"]).stdout.strip()
+    env = dict(os.environ, PKG_CONFIG_SYSROOT_DIR=root,
+               PKG_CONFIG_LIBDIR=os.path.join(root, "usr/lib/pkgconfig") + ":" + system_pc)
+    flags = run(["pkg-config", "--cflags", "--libs", "tally-client"], env=env)
+    check(flags.returncode == 0, "deb: pkg-config finds tally-client: " + flags.stderr)
+    binary = os.path.join(root, "check")
+    built = run(["g++", "-std=c++20", os.path.join(source, "examples/cpp/check.cc"), "-o",
+                 binary] + flags.stdout.split())
+    check(built.returncode == 0, "deb: examples/cpp/check.cc builds against the client "
+          "library: " + built.stdout + built.stderr)
+    if built.returncode != 0:
+        return
+    port_file = os.path.join(root, "tallyd.port")
+    tallyd = subprocess.Popen([os.path.join(root, "usr/bin/tallyd"), "--memory-only",
+                               "--address", "127.0.0.1", "--port", "0", "--port-file", port_file],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(port_file) and open(port_file).read().strip()):
+            if time.monotonic() > deadline or tallyd.poll() is not None:
+                break
+            time.sleep(0.01)
+        port = open(port_file).read().strip() if os.path.exists(port_file) else "0"
+        out = run([binary, "127.0.0.1", port]).stdout
+        check(re.fullmatch(r"(Check user:42: allowed, remaining [210]\n){3}"
+                           r"Check user:42: denied, retry after [1-9][0-9]* ms\n", out),
+              "deb: examples/cpp/check.cc checks against tallyd: " + out)
+    finally:
+        tallyd.send_signal(signal.SIGTERM)
+        tallyd.wait(timeout=10)
 
 
 def main():
