@@ -170,8 +170,10 @@ Status ClientTls::Handshake(int fd, const Client::Options& options,
   if (tls.ca_file.empty()
           ? SSL_CTX_set_default_verify_paths(context) != 1
           : SSL_CTX_load_verify_locations(context, tls.ca_file.c_str(), nullptr) != 1) {
-    return Status::InvalidArgument("the CA file " + tls.ca_file +
-                                   " does not load: " + OpenSslError());
+    return Status::InvalidArgument((tls.ca_file.empty()
+                                        ? "the system's CAs do not load"
+                                        : "the CA file " + tls.ca_file + " does not load") +
+                                   ": " + OpenSslError());
   }
   if (!tls.cert_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(context, tls.cert_file.c_str()) != 1) {
@@ -212,6 +214,7 @@ Status ClientTls::Handshake(int fd, const Client::Options& options,
 
 Status ClientTls::Write(std::string_view bytes) {
   while (!bytes.empty()) {
+    ERR_clear_error();  // SSL_get_error reads the queue: only this call's errors in it
     size_t written = 0;
     if (const int rc = SSL_write_ex(session_->ssl, bytes.data(), bytes.size(), &written); rc != 1) {
       return session_->Failed(rc, "timed out sending");
@@ -223,6 +226,7 @@ Status ClientTls::Write(std::string_view bytes) {
 
 Status ClientTls::Read(std::span<std::byte> room, size_t* received) {
   *received = 0;
+  ERR_clear_error();
   if (const int rc = SSL_read_ex(session_->ssl, room.data(), room.size(), received); rc != 1) {
     // The server closed the connection (SSL_OP_IGNORE_UNEXPECTED_EOF: with or without
     // close_notify; frames are self-delimiting, so nothing is cut short unseen).

@@ -434,7 +434,8 @@ int main(int argc, char** argv) {
     if (port_option->count() == 0) options.port = target.port;
   }
   if (!tls.ca_file.empty()) tls.enabled = true;
-  if (!tls.enabled && !(tls.cert_file + tls.key_file + tls.server_name).empty()) {
+  if (!tls.enabled &&
+      (!tls.cert_file.empty() || !tls.key_file.empty() || !tls.server_name.empty())) {
     return PrintError(json, "invalid_argument",
                       "--cert-file, --key-file and --server-name need --tls or --ca-file");
   }
