@@ -26,7 +26,6 @@
 #include "node/bin/tls_options.h"
 #include "node/common/clock.h"
 #include "node/common/readiness.h"
-#include "node/common/version.h"
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
 #include "node/metrics/metrics.h"
@@ -72,7 +71,7 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
-  app.set_version_flag("--version", tally::VersionLine("tallyd"));
+  app.set_version_flag("--version", tally::bin::VersionText());
   tally::bin::AddLogFormatOption(&app);  // first: later refusals are logged in its format
   tally::bin::AddConfigOption(&app);
   tally::bin::FrontOptions front_options;

@@ -18,7 +18,10 @@
 
 #include "node/bin/cli_checks.h"
 #include "node/common/status.h"
+#include "node/common/version.h"
 #include "protocol/peer_auth.h"
+#include "protocol/peer_codec.h"
+#include "storage/store.h"
 
 namespace tally::bin {
 namespace {
@@ -254,6 +257,12 @@ Status ReadSecretFile(const std::string& path, const std::string& what, size_t m
 
 Status ReadClusterSecret(const std::string& path, std::string* secret) {
   return ReadSecretFile(path, "the cluster secret", protocol::kMinSecretBytes, secret);
+}
+
+std::string VersionText() {
+  return VersionLine("tallyd") +
+         "\npeer protocol: " + std::to_string(protocol::kPeerProtocolVersion) +
+         "\ndata directory format: " + storage::kFormatMarker;
 }
 
 bool WritePortFile(const std::string& path, uint16_t port) {

@@ -47,6 +47,14 @@ Status ReadSecretFile(const std::string& path, const std::string& what, size_t m
 // ReadSecretFile of the cluster secret: at least protocol::kMinSecretBytes.
 Status ReadClusterSecret(const std::string& path, std::string* secret);
 
+// What tallyd --version prints: the version, the peer protocol version it
+// speaks and the data directory format marker it writes, a line each, e.g.
+//   tallyd 0.9.0
+//   peer protocol: 2
+//   data directory format: tally-4
+// (CHANGELOG.md says, per version, which upgrades and downgrades work).
+std::string VersionText();
+
 // Writes a bound port to `path` (for --port 0 and its kin) atomically, so a
 // reader never sees half a number. False when it cannot be written.
 bool WritePortFile(const std::string& path, uint16_t port);

@@ -6,7 +6,7 @@
 
 namespace tally {
 
-// "0.1.0"
+// "0.9.0"
 std::string_view Version();
 // "<program> <version>", what --version prints.
 std::string VersionLine(std::string_view program);
