@@ -60,9 +60,9 @@ CLI::Validator HostPortCheck() {
 
 void AddEnvironmentNames(CLI::App* app, std::string_view prefix) {
   for (CLI::Option* option : app->get_options()) {
-    if (option->get_lnames().empty() || option == app->get_help_ptr() ||
-        option == app->get_version_ptr()) {
-      continue;
+    if (option->get_lnames().empty() ||
+        (!option->get_configurable() && option != app->get_config_ptr())) {
+      continue;  // --help, --version
     }
     std::string name(prefix);
     for (const char c : option->get_lnames().front()) {

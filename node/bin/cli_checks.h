@@ -31,7 +31,8 @@ CLI::Validator HostPortCheck();
 // several values (--seed) reads them comma-separated, from the variable and
 // the command line alike. A value on the command line wins over the variable;
 // an empty variable counts as unset. Call once, after the last option is added
-// and before parsing. --help and --version have no variable.
+// and before parsing. Options a config file cannot set either, --config aside
+// (--help, --version: commands, not configuration), have no variable.
 void AddEnvironmentNames(CLI::App* app, std::string_view prefix);
 
 // The value of the environment variable named `option`'s, when it is set

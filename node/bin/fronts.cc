@@ -55,11 +55,11 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                  &options->http_address, &options->http_port_file);
   app->add_option("--http-max-header-bytes", options->http.max_header_bytes,
                   "Largest HTTP request line and headers; larger get 431")
-      ->check(CLI::Range(size_t{256}, size_t{1} << 20))
+      ->check(bin::InRange(256, int64_t{1} << 20))
       ->capture_default_str();
   app->add_option("--http-max-body-bytes", options->http.max_body_bytes,
                   "Largest HTTP request body; larger get 413")
-      ->check(CLI::Range(size_t{0}, size_t{64} << 20))
+      ->check(bin::InRange(0, int64_t{64} << 20))
       ->capture_default_str();
   AddPortOptions(app, "admin", "admin",
                  "/healthz, /readyz and /metrics, from the start (while the node restores and "

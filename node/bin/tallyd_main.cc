@@ -20,6 +20,7 @@
 
 #include "node/bin/cli_checks.h"
 #include "node/bin/fronts.h"
+#include "node/bin/help_format.h"
 #include "node/bin/log_format.h"
 #include "node/bin/startup_progress.h"
 #include "node/bin/tallyd_options.h"
@@ -46,6 +47,17 @@ using tally::bin::kHourMs;
 // take about 60 GB already.
 constexpr int64_t kMostKeys = 1'000'000'000;
 
+// tallyd's sections: each option's CLI11 group, in the order --help and
+// docs/configuration.md list them (node/bin/help_format.h).
+constexpr char kClientPorts[] = "Client ports";
+constexpr char kKeys[] = "Keys";
+constexpr char kCluster[] = "Cluster";
+constexpr char kStorage[] = "Storage";
+constexpr char kFronts[] = "Fronts";
+constexpr char kTls[] = "TLS";
+constexpr char kLogging[] = "Logging";
+constexpr char kOther[] = "Other";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,13 +83,24 @@ int main(int argc, char** argv) {
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("tallyd"));  // refusals are logged too
   CLI::App app("tallyd: a distributed rate limiter node");
+  // Options added after section(name) go to that section.
+  const auto section = [&app](const char* name) { app.option_defaults()->group(name); };
+  app.get_help_ptr()->group(kOther);
+  section(kOther);
   app.set_version_flag("--version", tally::bin::VersionText());
+  section(kLogging);
   tally::bin::AddLogFormatOption(&app);  // first: later refusals are logged in its format
+  section(kOther);
   tally::bin::AddConfigOption(&app);
+  tally::bin::AddHelpFormats(
+      &app, {kClientPorts, kKeys, kCluster, kStorage, kFronts, kTls, kLogging, kOther});
+  section(kFronts);
   tally::bin::FrontOptions front_options;
   tally::bin::AddFrontOptions(&app, &front_options);
+  section(kTls);
   tally::bin::TlsOptions tls_options;
   tally::bin::AddTlsOptions(&app, &tls_options);
+  section(kClientPorts);
   app.add_option("--address", server.address, "Address to listen on")->capture_default_str();
   app.add_option("--port", server.port, "TCP port to listen on; 0 picks a free one")
       ->check(tally::bin::InRange(0, 65'535))
@@ -110,7 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-buffer-bytes", server.max_buffer_bytes,
                  "Receive buffers may grow by this much for all client connections together "
                  "(and as much for all gossip sessions); a frame that needs more is refused")
-      ->check(CLI::Range(size_t{64} << 10, size_t{1} << 40))
+      ->check(tally::bin::InRange(int64_t{64} << 10, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--write-timeout-ms", server.write_timeout_ms,
                  "Close a connection that does not take a response for this long")
@@ -120,6 +143,7 @@ int main(int argc, char** argv) {
                  "At shutdown, wait this long for in-flight requests")
       ->check(tally::bin::InRange(0, kHourMs))
       ->capture_default_str();
+  section(kKeys);
   app.add_option("--sweep-interval-ms", server.sweep_interval_ms,
                  "Free expired keys this often; 0 disables the periodic sweep")
       ->check(tally::bin::InRange(0, kDayMs))
@@ -128,10 +152,12 @@ int main(int argc, char** argv) {
                  "Most keys held; a check that needs a new key beyond it gets resource_exhausted")
       ->check(tally::bin::InRange(1, kMostKeys))
       ->capture_default_str();
+  section(kCluster);
   app.add_option("--node-id", limiter_options.node_id,
                  "This node's id (its G-counter slot); 0: the one recorded in the data "
                  "directory, or a new random one")
       ->capture_default_str();
+  section(kStorage);
   const CLI::Option* data_dir_option =
       app.add_option("--data-dir", data_dir, "Where counters persist (RocksDB); one per node")
           ->capture_default_str();
@@ -156,6 +182,7 @@ int main(int argc, char** argv) {
                  "RocksDB compacts on its own")
       ->check(tally::bin::InRange(0, 7 * kDayMs))
       ->capture_default_str();
+  section(kCluster);
   app.add_option("--seed", gossip_options.seeds,
                  "A member's gossip address, host:port (a name may resolve to several); repeat "
                  "for more, or separate them with commas. The node joins the cluster through any "
@@ -176,7 +203,7 @@ int main(int argc, char** argv) {
                  "Write the bound gossip port to this file once listening");
   app.add_option("--max-gossip-connections", gossip_options.max_connections,
                  "Gossip connections from peers beyond this are closed at once")
-      ->check(CLI::Range(size_t{1}, size_t{100'000}))
+      ->check(tally::bin::InRange(1, 100'000))
       ->capture_default_str();
   app.add_option("--cluster-secret-file", cluster_secret_file,
                  "File holding the secret every member shares (at least 16 bytes; a trailing "
@@ -227,12 +254,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--plain-gossip", plain_gossip,
                "Near a limit, let this node spend all that its view leaves until it hears from "
-               "the others, instead of its share of it (1 / nodes) with what it has not sent "
-               "yet: a burst at one node passes at once, but nodes admitting at once pass the "
-               "limit together");
+               "the others, instead of keeping what it has not sent yet within its share of it "
+               "(1 / nodes; on a key at its limit, weighed by demand): a burst at one node passes "
+               "at once, but nodes admitting at once pass the limit together");
   app.add_flag("--escrow", escrow,
                "Near a limit, spend only this node's demand-weighted share of what remains per "
-               "epoch (fixed window, sliding counter): tighter limits, bursts at quiet nodes wait");
+               "epoch (fixed window, sliding counter, token bucket; the sliding log keeps its "
+               "share of what remains): tighter limits, bursts at quiet nodes wait");
   app.add_option("--escrow-epoch-ms", escrow_epoch_ms,
                  "The epoch of --escrow; keep it several --gossip-interval-ms long")
       ->check(tally::bin::InRange(10, 60'000))
@@ -242,6 +270,7 @@ int main(int argc, char** argv) {
                  "what this node knows; share keeps its own admissions to limit / nodes")
       ->check(CLI::IsMember({"fail-open", "share"}))
       ->capture_default_str();
+  section(kLogging);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
