@@ -101,10 +101,14 @@ def node_examples(source, root):
     folder = os.path.join(root, "node")
     shutil.copytree(os.path.join(source, "examples", "node"), folder,
                     ignore=shutil.ignore_patterns("node_modules"))
-    installed = run(["npm", "ci", "--no-audit", "--no-fund"], timeout=300, cwd=folder)
+    try:
+        installed = run(["npm", "ci", "--no-audit", "--no-fund"], timeout=300, cwd=folder)
+    except subprocess.TimeoutExpired:
+        raise Skip("npm ci did not finish in 300 s: is the npm registry reachable?")
     if installed.returncode != 0:
+        errors = [line for line in installed.stderr.splitlines() if "error" in line]
         raise Skip("npm ci could not install the clients from the npm registry: " +
-                   (installed.stderr.strip().splitlines() or ["no output"])[-1])
+                   "; ".join(errors[:2] or ["no output"]))
     protos = os.path.join(source, "protocol")
     node = lambda name: ["node", os.path.join(folder, name)]  # noqa: E731
     return [("resp_example.js", lambda n: node("resp_example.js") + [n.resp], RESP, None),
