@@ -162,6 +162,10 @@ Status ReadRequest(wire::Request::Reader in, const FrameLimits& limits, Request*
       out->kind = RequestKind::kReset;
       out->key_limit = ReadKeyLimit(in.getReset());
       break;
+    case wire::Request::FORGET_MEMBER:
+      out->kind = RequestKind::kForgetMember;
+      out->member_id = in.getForgetMember();
+      break;
     default:  // a newer client's request kind: answered kUnsupported
       out->kind = RequestKind::kUnknown;
       break;
@@ -354,6 +358,10 @@ Status ReadResponse(wire::Response::Reader in, Response* out) {
     case wire::Response::RESET:
       out->kind = ResponseKind::kReset;
       out->reset_erased = in.getReset();
+      return Status::OK();
+    case wire::Response::FORGET_MEMBER:
+      out->kind = ResponseKind::kForgetMember;
+      out->member_forgotten = in.getForgetMember();
       return Status::OK();
   }
   return Status::Corruption("malformed frame: unknown response kind " +
@@ -618,6 +626,7 @@ void EncodeRequest(const Request& request, std::string* out) {
       break;
     case RequestKind::kInspect: WriteKeyLimit(request.key_limit, root.initInspect()); break;
     case RequestKind::kReset: WriteKeyLimit(request.key_limit, root.initReset()); break;
+    case RequestKind::kForgetMember: root.setForgetMember(request.member_id); break;
     case RequestKind::kUnknown: WriteUnknownKind(root); break;
   }
   AppendFrame(message, out);
@@ -653,6 +662,7 @@ void EncodeResponse(const Response& response, std::string* out) {
     }
     case ResponseKind::kInspect: WriteInspect(response.inspect, root.initInspect()); break;
     case ResponseKind::kReset: root.setReset(response.reset_erased); break;
+    case ResponseKind::kForgetMember: root.setForgetMember(response.member_forgotten); break;
   }
   AppendFrame(message, out);
 }

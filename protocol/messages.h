@@ -67,6 +67,7 @@ enum class RequestKind : uint8_t {
   kPolicyCheck = 2,
   kInspect = 3,
   kReset = 4,
+  kForgetMember = 5,
   kUnknown = 255,  // decoded from a newer client's request kind
 };
 
@@ -76,6 +77,7 @@ struct Request {
   std::vector<Check> checks;  // kCheck only
   PolicyCheck policy_check;   // kPolicyCheck only
   KeyLimit key_limit;         // kInspect, kReset
+  uint64_t member_id = 0;     // kForgetMember
 };
 
 // The result of one check: a decision, or an error for that check alone.
@@ -117,6 +119,9 @@ struct MemberRecord {
   uint64_t heartbeat = 0;         // +1 every membership interval
   int64_t heartbeat_wall_ms = 0;  // its wall clock when it beat
   bool left = false;              // it left the cluster gracefully
+  // With left: it did not leave, an operator forgot it (gone for good:
+  // tallyctl members forget), and what it kept back is lost.
+  bool forgotten = false;
 };
 
 // Wire values are stable.
@@ -230,6 +235,7 @@ enum class ResponseKind : uint8_t {
   kPolicyCheck = 3,
   kInspect = 4,
   kReset = 5,
+  kForgetMember = 6,
 };
 
 struct Response {
@@ -240,6 +246,7 @@ struct Response {
   StatsReply stats;                            // kStats
   InspectReply inspect;                        // kInspect
   bool reset_erased = false;                   // kReset: the node held state and forgot it
+  bool member_forgotten = false;  // kForgetMember: the member counted, and is forgotten now
   ErrorCode error = ErrorCode::kOk;            // kError: the whole request failed
   std::string error_message;                   // kError
 };

@@ -182,7 +182,8 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
           message->members.push_back({member.getNodeId(),
                                       std::string(address.cStr(), address.size()),
                                       member.getIncarnation(), member.getHeartbeat(),
-                                      member.getHeartbeatWallMs(), member.getLeft()});
+                                      member.getHeartbeatWallMs(), member.getLeft(),
+                                      member.getForgotten()});
         }
         const auto losses = table.getLosses();
         if (losses.size() > kMaxCrashLosses) {
@@ -346,6 +347,7 @@ void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashL
     list[i].setHeartbeat(member.heartbeat);
     list[i].setHeartbeatWallMs(member.heartbeat_wall_ms);
     list[i].setLeft(member.left);
+    list[i].setForgotten(member.forgotten);
   }
   AppendFrame(message, out);
 }

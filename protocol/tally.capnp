@@ -21,7 +21,8 @@ struct Request {
     stats @2 :Void;
     policyCheck @3 :PolicyCheck;  # by domain and descriptors, under the node's policies
     inspect @4 :KeyLimit;  # one limit's state on the node: every node's counts
-    reset @5 :KeyLimit;    # forget one limit's state on the node (README: tallyctl reset)
+    reset @5 :KeyLimit;    # forget one limit's state on the node (docs/clients.md: tallyctl reset)
+    forgetMember @6 :UInt64;  # a member gone for good: every node drops it (tallyctl members forget)
     # New client request kinds get the next ordinals. Peers never use this
     # struct: they speak PeerMessage on the gossip port (below).
   }
@@ -95,6 +96,7 @@ struct Response {
     policyCheck @4 :List(PolicyOutcome);  # one per descriptor, in the request's order
     inspect @5 :InspectReply;
     reset @6 :Bool;  # true: the node held state of the limit and forgot it
+    forgetMember @7 :Bool;  # true: the member was counted and is forgotten now
   }
 }
 
@@ -271,6 +273,7 @@ struct PeerMember {
   heartbeat @3 :UInt64;
   heartbeatWallMs @4 :Int64;
   left @5 :Bool;
+  forgotten @6 :Bool;  # with left: an operator forgot it (tallyctl members forget)
 }
 
 struct PeerSeal {

@@ -370,6 +370,11 @@ int main(int argc, char** argv) {
   server.policies = fronts->policies();
   server.on_reload = [&fronts] { fronts->ReloadPolicies(); };
   server.on_shutdown = [&progress] { progress.Stopping(); };
+  if (clustered) {  // requests are served once gossip runs (Run, below)
+    server.forget_member = [&gossip](tally::NodeId member, bool* forgotten) {
+      return gossip->ForgetMember(member, forgotten);
+    };
+  }
   server.add_stats = [&](tally::protocol::StatsReply* stats) {
     fronts->AddStats(stats);
     if (gossip) {
@@ -399,6 +404,7 @@ int main(int argc, char** argv) {
   tally::Metrics metrics(
       {.stats = [&] { return readiness.ready() ? daemon.Stats() : tally::protocol::StatsReply(); },
        .domain_names = [&fronts] { return fronts->DomainSlotNames(); },
+       .rule_series = [&fronts] { return fronts->PolicyRuleSeries(); },
        .readiness = &readiness});
   metrics.AddFront("protocol", &daemon.protocol_counters());
   if (tally::Status status =

@@ -25,7 +25,9 @@ namespace tally {
 
 struct CrashLoss {
   NodeId node_id = 0;
-  uint64_t incarnation = 0;  // of the run that started after the loss
+  // The run that started after the loss; for a member an operator forgot
+  // (gone for good), the forgotten run.
+  uint64_t incarnation = 0;
   int64_t at_ms = 0;         // wall clock when a node first noted it; never negative
   friend bool operator==(const CrashLoss&, const CrashLoss&) = default;
 };

@@ -8,6 +8,7 @@
 #include <climits>
 #include <future>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -249,9 +250,11 @@ struct Gossip::Impl {
 
   // Links follow the membership: one to every member that has not left, and
   // one to every seed until it turns out to be this node, or a member that
-  // advertises another address. Then tells the Limiter the cluster's size.
+  // advertises another address, or the address of a member forgotten for
+  // good (ForgetMember). Then tells the Limiter the cluster's size.
   void FollowMembership(int64_t now_ms) {
     std::map<NodeId, std::string> members;  // the others that have not left: their addresses
+    std::set<std::string> forgotten;        // addresses of members forgotten for good
     std::vector<protocol::MemberRecord> records;
     std::vector<protocol::MemberStatus> changes;
     std::vector<protocol::MemberStatus> clock_changes;
@@ -260,6 +263,7 @@ struct Gossip::Impl {
       std::lock_guard<std::mutex> lock(shared.mu);
       records = shared.membership->Records();
       for (const protocol::MemberRecord& record : records) {
+        if (record.forgotten) forgotten.insert(record.address);
         if (record.node_id == self_id() || record.left || record.address.empty()) continue;
         members[record.node_id] = record.address;
       }
@@ -278,7 +282,7 @@ struct Gossip::Impl {
     }
     std::map<std::string, NodeId> wanted;  // address: the member there (0: a seed)
     for (const std::string& seed : shared.options.seeds) {
-      if (!dropped_seeds.contains(seed)) wanted.emplace(seed, 0);
+      if (!dropped_seeds.contains(seed) && !forgotten.contains(seed)) wanted.emplace(seed, 0);
     }
     for (const auto& [node_id, address] : members) wanted[address] = node_id;
     for (auto it = links.begin(); it != links.end();) {
@@ -542,6 +546,37 @@ void Gossip::Leave(int64_t timeout_ms) {
   });
   done.wait();  // a round sets it by the deadline, or Shutdown does
   Stop();
+}
+
+Status Gossip::ForgetMember(NodeId member, bool* forgotten) {
+  Impl& impl = *impl_;
+  *forgotten = false;
+  if (!impl.thread.joinable()) return Status::Unavailable("gossip is not running");
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = result->get_future();
+  asio::post(impl.io, [&impl, member, forgotten, result] {
+    uint64_t incarnation = 0;
+    Status status;
+    {
+      std::lock_guard<std::mutex> lock(impl.shared.mu);
+      status = impl.shared.membership->Forget(member, forgotten);
+      for (const protocol::MemberRecord& record : impl.shared.membership->Records()) {
+        if (record.node_id == member) incarnation = record.incarnation;
+      }
+    }
+    if (status.ok() && *forgotten) {
+      spdlog::warn("forgetting member node {}: an operator says it is gone for good", member);
+      // What it kept back is lost: its run ends here, as a crash's does.
+      impl.shared.member_losses.Restarted(member, incarnation, impl.shared.WallMs());
+      impl.Beat(/*leaving=*/false);  // every peer hears of it now, not a table later
+      impl.FollowMembership(impl.shared.NowMs());
+    }
+    result->set_value(status);
+  });
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return Status::Unavailable("the gossip thread did not answer within 5 s");
+  }
+  return done.get();
 }
 
 void Gossip::Stop() {

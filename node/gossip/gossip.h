@@ -189,6 +189,15 @@ class Gossip {
   // Tells every peer this node leaves (they drop it at once instead of
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);
+  // An operator's word that `member` is gone for good: it counts as left
+  // from now on, here and (with the next membership table, sent at once) at
+  // every node, which stop dialling it and no longer count it in the
+  // cluster's size; what it kept back counts as lost (a crash loss). A beat
+  // of the same run or a newer run brings it back. *forgotten: it was
+  // counted and is not now; InvalidArgument for a node id nobody knows here
+  // and for this node's own. Thread-safe; waits for the gossip
+  // thread (Unavailable after 5 s, or when gossip is not running).
+  Status ForgetMember(NodeId member, bool* forgotten);
   // Closes every connection and joins the thread. Idempotent.
   void Stop();
 

@@ -35,6 +35,25 @@ void Membership::Leave(int64_t wall_ms) {
   Beat(wall_ms);
 }
 
+Status Membership::Forget(NodeId member, bool* forgotten) {
+  *forgotten = false;
+  if (member == self_id_) {
+    return Status::InvalidArgument("node " + std::to_string(member) +
+                                   " is this node: stop it to leave the cluster");
+  }
+  const auto it = members_.find(member);
+  if (it == members_.end()) {
+    return Status::InvalidArgument("no member " + std::to_string(member) +
+                                   " in this node's view of the cluster");
+  }
+  protocol::MemberRecord& record = it->second.record;
+  if (record.left) return Status::OK();
+  record.left = true;
+  record.forgotten = true;
+  *forgotten = true;
+  return Status::OK();
+}
+
 void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms,
                        int64_t wall_ms, NodeId sender, std::vector<Restart>* restarts) {
   for (const protocol::MemberRecord& record : records) {
@@ -54,8 +73,10 @@ void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t 
       ++member.offsets_seen;
     }
     if (!added && !Newer(record, member.record)) continue;
-    if (restarts && !added && record.incarnation > member.record.incarnation &&
-        !member.record.left) {
+    // A newer run, or the same run forgotten by an operator (gone for
+    // good): what the run it replaces kept back is lost.
+    if (restarts && !added && !member.record.left &&
+        (record.incarnation > member.record.incarnation || record.forgotten)) {
       restarts->push_back({record.node_id, record.incarnation});
     }
     member.record = record;

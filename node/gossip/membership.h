@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "node/common/node_id.h"
+#include "node/common/status.h"
 #include "protocol/messages.h"
 
 namespace tally {
@@ -60,6 +61,12 @@ class Membership {
   void Beat(int64_t wall_ms);
   // Marks this node left (and beats, so the record is newer than any before).
   void Leave(int64_t wall_ms);
+  // Marks another member left and forgotten, as of its newest record here
+  // (so that a beat of the same run, or a newer run, is newer and brings it
+  // back: it was not gone). InvalidArgument for an id it has no record of
+  // and for this node's own; *forgotten false when it had left (or been
+  // forgotten) already.
+  Status Forget(NodeId member, bool* forgotten);
 
   static constexpr size_t kOffsetSamples = 8;
 
@@ -73,7 +80,8 @@ class Membership {
   // node itself are not taken). now_ms/wall_ms: when they arrived; sender:
   // the member that sent them (0: unknown), whose own record gives its clock
   // offset. *restarts (if not null) gets every member whose record of a run
-  // that had not left gave way to a newer incarnation, and this node itself
+  // that had not left gave way to a newer incarnation or was forgotten by
+  // an operator (Forget, at any node; reported with its own incarnation), and this node itself
   // when a record of its own previous run that had not left arrives (its
   // peers knew it before this start: a wiped data directory is no new node).
   void Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms, int64_t wall_ms,

@@ -17,11 +17,12 @@ class ProtocolSession : public StreamSession {
  public:
   ProtocolSession(const SessionContext& context, Limiter* limiter, FrontCounters* counters,
                   RequestHandler::StatsSource stats, PolicyStore* policies,
-                  const protocol::FrameLimits& limits)
+                  RequestHandler::ForgetMember forget_member, const protocol::FrameLimits& limits)
       : peer_(context.peer),
         log_(context.log),
         limits_(limits),
-        handler_(limiter, counters, context.worker_index, std::move(stats), policies) {}
+        handler_(limiter, counters, context.worker_index, std::move(stats), policies,
+                 std::move(forget_member)) {}
 
   StreamProgress Answer(std::span<const std::byte> received, std::string* out) override {
     StreamProgress progress;
@@ -92,16 +93,18 @@ std::string ErrorFrame(protocol::ErrorCode code, std::string message) {
 
 ProtocolFront::ProtocolFront(Limiter* limiter, PolicyStore* policies,
                              const protocol::FrameLimits& limits, size_t workers,
-                             RequestHandler::StatsSource stats)
+                             RequestHandler::StatsSource stats,
+                             RequestHandler::ForgetMember forget_member)
     : limiter_(limiter),
       policies_(policies),
       limits_(limits),
       stats_(std::move(stats)),
+      forget_member_(std::move(forget_member)),
       counters_(workers, FrontCounters::Writers::kOnePerStripe) {}
 
 std::unique_ptr<StreamSession> ProtocolFront::NewSession(const SessionContext& context) {
   return std::make_unique<ProtocolSession>(context, limiter_, &counters_, stats_, policies_,
-                                           limits_);
+                                           forget_member_, limits_);
 }
 
 std::string ProtocolFront::TooManyConnections() const {

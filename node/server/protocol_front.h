@@ -33,7 +33,8 @@ class ProtocolFront : public StreamFront {
   // limiter and policies (null: none) must outlive the front; `workers` is
   // the number of worker threads (SessionContext::worker_index is below it).
   ProtocolFront(Limiter* limiter, PolicyStore* policies, const protocol::FrameLimits& limits,
-                size_t workers, RequestHandler::StatsSource stats);
+                size_t workers, RequestHandler::StatsSource stats,
+                RequestHandler::ForgetMember forget_member);
 
   std::unique_ptr<StreamSession> NewSession(const SessionContext& context) override;
   std::string TooManyConnections() const override;
@@ -46,6 +47,7 @@ class ProtocolFront : public StreamFront {
   PolicyStore* const policies_;
   const protocol::FrameLimits limits_;
   const RequestHandler::StatsSource stats_;
+  const RequestHandler::ForgetMember forget_member_;
   FrontCounters counters_;  // a stripe per worker, written by that worker
 };
 

@@ -16,12 +16,14 @@ static_assert(static_cast<int>(DescriptorOutcome::Kind::kLimited) ==
               static_cast<int>(protocol::PolicyOutcome::Kind::kLimited));
 
 RequestHandler::RequestHandler(Limiter* limiter, FrontCounters* counters, size_t stripe,
-                               StatsSource stats, PolicyStore* policies)
+                               StatsSource stats, PolicyStore* policies,
+                               ForgetMember forget_member)
     : limiter_(limiter),
       counters_(counters),
       stripe_(stripe),
       stats_(std::move(stats)),
-      policies_(policies) {}
+      policies_(policies),
+      forget_member_(std::move(forget_member)) {}
 
 void RequestHandler::Handle(const protocol::Request& request, protocol::Response* response) {
   response->id = request.id;
@@ -50,6 +52,10 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
       return;
     case protocol::RequestKind::kInspect: HandleInspect(request.key_limit, response); return;
     case protocol::RequestKind::kReset: HandleReset(request.key_limit, response); return;
+    case protocol::RequestKind::kForgetMember:
+      if (!forget_member_) break;  // a node that does not gossip has no members
+      HandleForgetMember(request.member_id, response);
+      return;
     case protocol::RequestKind::kUnknown: break;
   }
   response->kind = protocol::ResponseKind::kError;
@@ -197,6 +203,15 @@ void RequestHandler::HandleReset(const protocol::KeyLimit& limit, protocol::Resp
   if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);
   response->kind = protocol::ResponseKind::kReset;
   response->reset_erased = status.ok();
+}
+
+void RequestHandler::HandleForgetMember(uint64_t member_id, protocol::Response* response) {
+  bool forgotten = false;
+  if (Status status = forget_member_(member_id, &forgotten); !status.ok()) {
+    return Refuse(status, response);
+  }
+  response->kind = protocol::ResponseKind::kForgetMember;
+  response->member_forgotten = forgotten;
 }
 
 }  // namespace tally

@@ -11,8 +11,9 @@
 // (Limiter::Erase), and a node whose peers merge state in (a clustered one)
 // refuses a reset unless the request says `local`: the peers would send
 // the counts back. A bad key or spec in either is invalid_argument for the
-// request. A request kind the server does not know is answered with
-// ErrorCode::kUnsupported.
+// request. Forgetting a member asks the node's gossip (ForgetMember); a node
+// without one answers kUnsupported. A request kind the server does not know
+// is answered with ErrorCode::kUnsupported.
 //
 // Thread safety: one RequestHandler per connection, used by the thread that
 // owns the connection. The Limiter is shared and thread-safe; the counters'
@@ -34,11 +35,15 @@ namespace tally {
 class RequestHandler {
  public:
   using StatsSource = std::function<protocol::StatsReply()>;
+  // Drops a member gone for good from the cluster (Gossip::ForgetMember);
+  // *forgotten: it was counted and is not now. Called on the connection's thread.
+  using ForgetMember = std::function<Status(NodeId member, bool* forgotten)>;
 
   // limiter, counters and policies (null: none) must outlive the handler.
   // Checks and their latency are counted on `counters`' stripe `stripe`.
+  // forget_member may be empty (a node that does not gossip).
   RequestHandler(Limiter* limiter, FrontCounters* counters, size_t stripe, StatsSource stats,
-                 PolicyStore* policies = nullptr);
+                 PolicyStore* policies = nullptr, ForgetMember forget_member = {});
 
   // Fills *response (its previous contents are replaced; its vectors' memory
   // is reused) with the answer to `request`.
@@ -51,12 +56,14 @@ class RequestHandler {
   void HandlePolicyCheck(const protocol::PolicyCheck& check, protocol::Response* response);
   void HandleInspect(const protocol::KeyLimit& limit, protocol::Response* response);
   void HandleReset(const protocol::KeyLimit& limit, protocol::Response* response);
+  void HandleForgetMember(uint64_t member_id, protocol::Response* response);
 
   Limiter* const limiter_;
   FrontCounters* const counters_;
   const size_t stripe_;
   const StatsSource stats_;
   PolicyStore* const policies_;
+  const ForgetMember forget_member_;
   // Scratch space reused across requests, so a steady stream allocates nothing.
   std::vector<Limiter::CheckRequest> batch_;
   std::vector<Limiter::CheckResult> results_;

@@ -24,7 +24,9 @@ struct Server::Impl {
         started_ms(clk->MonotonicMs()),
         buffer_budget(opts.max_buffer_bytes),
         workers(MakeWorkers(std::max(1, opts.threads), clk)),
-        protocol_front(lim, opts.policies, opts.limits, workers.size(), [this] { return Stats(); }),
+        protocol_front(
+            lim, opts.policies, opts.limits, workers.size(), [this] { return Stats(); },
+            opts.forget_member),
         signals(workers[0].io),
         sweep_timer(workers[0].io) {
     AddPort("the client port", opts.address, opts.port, &protocol_front);

@@ -51,6 +51,7 @@
 #include "node/engine/limiter.h"
 #include "node/net/stream_front.h"
 #include "node/policy/policy_store.h"
+#include "node/server/request_handler.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 
@@ -89,6 +90,9 @@ class Server {
     // Fills the stats the server does not own (persistence); may be empty.
     // Called on a worker thread for each stats request.
     std::function<void(protocol::StatsReply*)> add_stats;
+    // Forgets a member gone for good (Gossip::ForgetMember); empty: the
+    // node does not gossip, and such requests are unsupported.
+    RequestHandler::ForgetMember forget_member;
   };
 
   // limiter and clock must outlive the Server.

@@ -15,6 +15,7 @@
 
 #include "cluster/local_cluster.h"
 #include "cluster/node_process.h"
+#include "protocol/codec.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 
@@ -151,6 +152,54 @@ TEST_CASE("membership: a killed node is detected as dead and rejoins on restart"
   REQUIRE(cluster->Restart(1).ok());
   REQUIRE(cluster->WaitConnected(10'000).ok());
   CHECK(AllSee(*cluster, 2, MemberState::kAlive, 1));
+}
+
+// Asks the node to forget member `member` (tallyctl members forget): the response.
+protocol::Response ForgetAt(const LocalCluster& cluster, size_t node, uint64_t member) {
+  std::unique_ptr<protocol::Client> client;
+  REQUIRE(cluster.Connect(node, &client).ok());
+  protocol::Request request;
+  request.id = 1;
+  request.kind = protocol::RequestKind::kForgetMember;
+  request.member_id = member;
+  std::string frame;
+  protocol::EncodeRequest(request, &frame);
+  protocol::Response response;
+  REQUIRE(client->SendRaw(frame).ok());
+  REQUIRE(client->Receive(&response).ok());
+  return response;
+}
+
+// A member killed for good is forgotten at one node: every node sees it left
+// and stops dialling it; the cluster's size no longer counts it (a limit's
+// shares and the crash allowance follow); what its run kept back counts as
+// lost once. An unknown id and the node's own are refused.
+TEST_CASE("membership: a member gone for good is forgotten at one node, and at every node") {
+  auto cluster = StartCluster({});
+  REQUIRE(cluster->Kill(2).ok());
+  REQUIRE(PollUntil([&] { return AllSee(*cluster, 3, MemberState::kDead, 2); }, 5'000));
+  protocol::Response response = ForgetAt(*cluster, 0, 3);
+  REQUIRE(response.kind == protocol::ResponseKind::kForgetMember);
+  CHECK(response.member_forgotten);
+  CHECK(PollUntil([&] { return AllSee(*cluster, 3, MemberState::kLeft, 2); }, 2'000));
+  CHECK(PollUntil([&] {
+    for (size_t node = 0; node < 2; ++node) {
+      StatsReply stats;
+      if (!cluster->Stats(node, &stats).ok() || stats.peer_links.size() != 1) return false;
+    }
+    return true;
+  }));
+  CHECK_FALSE(ForgetAt(*cluster, 1, 3).member_forgotten);  // left already
+  CHECK(ForgetAt(*cluster, 1, 99).error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(ForgetAt(*cluster, 1, 2).error == protocol::ErrorCode::kInvalidArgument);  // its own
+  // One loss of a limit of 960 on the two members left: 960 / 64 = 15.
+  for (size_t node = 0; node < 2; ++node) {
+    std::unique_ptr<protocol::Client> client;
+    REQUIRE(cluster->Connect(node, &client).ok());
+    protocol::CheckOutcome outcome;
+    REQUIRE(client->Check({"k", {Algorithm::kFixedWindow, 960, 86'400'000}, 0}, &outcome).ok());
+    CHECK(outcome.decision.remaining == 945);
+  }
 }
 
 // With the path between nodes 0 and 2 cut, their heartbeats still reach

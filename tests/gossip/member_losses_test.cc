@@ -150,6 +150,41 @@ TEST_CASE("member losses: the membership reports restarts without a leave, this 
   CHECK(restarts[0].incarnation == 500);
 }
 
+// An operator forgets a member gone for good: it counts as left here and,
+// its record merged, at every other node, which counts what its run kept
+// back as lost; a beat of the same run brings it back. This node's own id
+// and an unknown one are refused.
+TEST_CASE("member losses: a forgotten member counts as left, and its run as lost") {
+  Membership::Options options;
+  options.self = Record(kSelf, 500, 0);
+  Membership here(options, 0);
+  options.self = Record(3, 600, 0);
+  Membership there(options, 0);
+  here.Merge(std::vector{Record(2, 100, 7)}, 0, kStartMs);
+  there.Merge(std::vector{Record(2, 100, 7)}, 0, kStartMs);
+  bool forgotten = false;
+  CHECK(here.Forget(kSelf, &forgotten).code() == Status::Code::kInvalidArgument);
+  CHECK(here.Forget(4, &forgotten).code() == Status::Code::kInvalidArgument);
+  REQUIRE(here.Forget(2, &forgotten).ok());
+  CHECK(forgotten);
+  CHECK(here.cluster_size() == 1);
+  REQUIRE(here.Forget(2, &forgotten).ok());
+  CHECK_FALSE(forgotten);  // once
+  std::vector<Membership::Restart> restarts;
+  there.Merge(here.Records(), 0, kStartMs, 0, &restarts);
+  REQUIRE(restarts.size() == 1);  // the forgotten run: its losses count
+  CHECK(restarts[0].node_id == 2);
+  CHECK(restarts[0].incarnation == 100);
+  CHECK(there.cluster_size() == 2);  // itself and this node
+  Fixture f;
+  f.losses.LinkWentDown(Record(2, 100, 7), 100, f.clock.WallMs());
+  f.losses.Restarted(restarts[0].node_id, restarts[0].incarnation, f.clock.WallMs());
+  CHECK(f.losses.pending() == 0);
+  CHECK(f.Remaining() == 950);
+  there.Merge(std::vector{Record(2, 100, 8)}, 0, kStartMs);  // it beats: it was not gone
+  CHECK(there.cluster_size() == 3);
+}
+
 // Crash losses are replicated: a node that hears a peer's losses counts
 // them as the peer does, stores them, and keeps the earliest time of a loss
 // that both noted; merging them again changes nothing.

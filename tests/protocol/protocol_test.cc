@@ -199,6 +199,25 @@ TEST_CASE("protocol: inspect and reset round-trip") {
   CHECK(RoundTrip(reset).reset_erased);
 }
 
+// Forgetting a member names it by id, and the reply says whether it was counted.
+TEST_CASE("protocol: forget member round-trips") {
+  Request sent;
+  sent.id = 5;
+  sent.kind = RequestKind::kForgetMember;
+  sent.member_id = ~0ULL;
+  const Words frame = Encoded(sent);
+  Request got;
+  REQUIRE(DecodeWords(frame, &got).ok());
+  CHECK(got.kind == RequestKind::kForgetMember);
+  CHECK(got.member_id == ~0ULL);
+  Response forgot;
+  forgot.kind = ResponseKind::kForgetMember;
+  forgot.member_forgotten = true;
+  const Response answer = RoundTrip(forgot);
+  CHECK(answer.kind == ResponseKind::kForgetMember);
+  CHECK(answer.member_forgotten);
+}
+
 // A Check without a cost on the wire (absent or zero field) decodes with cost 1.
 TEST_CASE("protocol: decode request cost defaults to 1") {
   for (const uint16_t data_words : {3, 4}) {  // 3: an older client's Check without the field

@@ -344,5 +344,37 @@ TEST_CASE("request handler: a clustered node resets only when told local") {
   CHECK(limiter.key_count() == 0);
 }
 
+// Forgetting a member asks the node's gossip and says what it answered; a
+// node without gossip does not support it.
+TEST_CASE("request handler: forget member goes to the gossip, unsupported without it") {
+  ManualClock clock{1'700'000'000'000};
+  Limiter limiter(Limiter::Options{1, 100, &clock});
+  FrontCounters counters{1, FrontCounters::Writers::kOnePerStripe};
+  protocol::Request request;
+  request.kind = protocol::RequestKind::kForgetMember;
+  request.member_id = 7;
+  protocol::Response response;
+  RequestHandler alone(&limiter, &counters, 0, [] { return protocol::StatsReply(); });
+  alone.Handle(request, &response);
+  CHECK(response.kind == protocol::ResponseKind::kError);
+  CHECK(response.error == protocol::ErrorCode::kUnsupported);
+  std::vector<NodeId> asked;
+  RequestHandler clustered(&limiter, &counters, 0, [] { return protocol::StatsReply(); }, nullptr,
+                           [&asked](NodeId member, bool* forgotten) {
+                             asked.push_back(member);
+                             *forgotten = member == 7;
+                             return member == 9 ? Status::InvalidArgument("no member 9")
+                                                : Status::OK();
+                           });
+  clustered.Handle(request, &response);
+  CHECK(response.kind == protocol::ResponseKind::kForgetMember);
+  CHECK(response.member_forgotten);
+  request.member_id = 9;
+  clustered.Handle(request, &response);
+  CHECK(response.kind == protocol::ResponseKind::kError);
+  CHECK(response.error == protocol::ErrorCode::kInvalidArgument);
+  CHECK(asked == std::vector<NodeId>{7, 9});
+}
+
 }  // namespace
 }  // namespace tally
