@@ -270,7 +270,10 @@ int64_t Coordination::Bucket(const BucketCheck& check, BucketEntry* entry,
     const auto own_current32 = static_cast<uint32_t>(std::min<uint64_t>(own_current, UINT32_MAX));
     const int64_t epoch_index = check.now_ms / settings_.escrow_epoch_ms;
     const int64_t epoch_end_ms = (epoch_index + 1) * settings_.escrow_epoch_ms;
-    if (epoch.Stale(epoch_index, period)) {
+    if (epoch.ContinuesInto(epoch_index, period)) {
+      epoch.Continue(period, static_cast<uint32_t>(std::min<uint64_t>(own_previous, UINT32_MAX)),
+                     OthersCosts(check.state, settings_.self, period).previous);
+    } else if (epoch.Stale(epoch_index, period)) {
       // What the view leaves at the epoch's end: the refill until then is
       // this epoch's to share; and what the others drew of it since its
       // start, if merges brought that before this check (as for counters).

@@ -26,22 +26,28 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
                         const GCounter& remote_previous, const GCounter* denied_current,
                         const GCounter* denied_previous, size_t cluster_size) {
   // What the others were allowed in the epoch just ended and have not been
-  // seen to spend: it may still be on its way.
+  // seen to spend: it may still be on its way. Their counts since the
+  // epoch's start: the current window's, and when the window rolled since
+  // (a bucket's period), the previous one's too.
   uint64_t unheard = 0;
-  if (index == index_ + 1 && window == window_) {
+  if (index == index_ + 1 && (window == window_ || window == window_ + 1)) {
+    const bool rolled = window != window_;
+    const auto count_of = [&](NodeId node) {
+      return SaturatingAdd(remote_current.Get(node), rolled ? remote_previous.Get(node) : 0);
+    };
     uint64_t newcomers_seen = 0;
-    for (const GCounter::Slot& slot : remote_current.slots()) {
-      auto it = std::find_if(others_.begin(), others_.end(),
-                             [&](const Other& other) { return other.node == slot.node; });
-      if (it == others_.end()) {
-        newcomers_seen = SaturatingAdd(newcomers_seen, slot.count);
-        continue;
+    for (const GCounter* counts : {&remote_current, rolled ? &remote_previous : nullptr}) {
+      if (counts == nullptr) continue;
+      for (const GCounter::Slot& slot : counts->slots()) {
+        const bool known = std::any_of(others_.begin(), others_.end(),
+                                       [&](const Other& other) { return other.node == slot.node; });
+        if (!known) newcomers_seen = SaturatingAdd(newcomers_seen, slot.count);
       }
-      const uint64_t seen = slot.count > it->count_at_start ? slot.count - it->count_at_start : 0;
-      unheard = SaturatingAdd(unheard, it->allowance > seen ? it->allowance - seen : 0);
     }
-    for (const Other& other : others_) {  // no slot now: nothing of it was seen
-      if (remote_current.Get(other.node) == 0) unheard = SaturatingAdd(unheard, other.allowance);
+    for (const Other& other : others_) {
+      const auto now = static_cast<int64_t>(std::min<uint64_t>(count_of(other.node), INT64_MAX));
+      const uint64_t seen = now > other.count_at_start ? now - other.count_at_start : 0;
+      unheard = SaturatingAdd(unheard, other.allowance > seen ? other.allowance - seen : 0);
     }
     if (newcomers_allowance_ > newcomers_seen) {
       unheard = SaturatingAdd(unheard, newcomers_allowance_ - newcomers_seen);
@@ -99,7 +105,8 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
       allowance_ = allot(self_weight);
       self_allotted = true;
     }
-    other.count_at_start = remote_current.Get(other.node);
+    other.count_at_start =
+        static_cast<int64_t>(std::min<uint64_t>(remote_current.Get(other.node), INT64_MAX));
     other.allowance = allot(other.allowance);
   }
   if (!self_allotted) allowance_ = allot(self_weight);
@@ -110,6 +117,15 @@ void EscrowEpoch::Begin(int64_t index, int64_t window, uint64_t view_remaining, 
   index_ = index;
   window_ = window;
   own_at_start_ = own_current;
+}
+
+void EscrowEpoch::Continue(int64_t window, uint32_t own_previous, const GCounter& remote_previous) {
+  window_ = window;
+  own_at_start_ -= own_previous;
+  for (Other& other : others_) {
+    other.count_at_start -=
+        static_cast<int64_t>(std::min<uint64_t>(remote_previous.Get(other.node), INT64_MAX));
+  }
 }
 
 }  // namespace tally

@@ -105,10 +105,24 @@ class EscrowEpoch {
     return grown;
   }
 
+  // Whether `window` follows this epoch's window within its epoch `index`:
+  // a bucket's period of slices ended before the epoch did. The caller then
+  // calls Continue instead of Begin.
+  bool ContinuesInto(int64_t index, int64_t window) const {
+    return index == index_ && window == window_ + 1;
+  }
+  // Goes on counting the epoch in the next window: what each node counted in
+  // the window before is its previous count now (own_previous, and
+  // remote_previous's slots), so its spending and the others' unheard carry
+  // over. (Begun anew, the epoch forgot both, and a coordinated burst on a
+  // fresh bucket across a period's end passed 2.5x the limit on 3 nodes.)
+  void Continue(int64_t window, uint32_t own_previous, const GCounter& remote_previous);
+
   // What this node may still spend in the epoch, its count being own_current.
   uint64_t Left(uint32_t own_current) const {
-    const uint64_t spent = own_current - own_at_start_;
-    return allowance_ > spent ? allowance_ - spent : 0;
+    const int64_t spent = std::max<int64_t>(0, int64_t{own_current} - own_at_start_);
+    return allowance_ > static_cast<uint64_t>(spent) ? allowance_ - static_cast<uint64_t>(spent)
+                                                     : 0;
   }
 
   uint64_t allowance() const { return allowance_; }
@@ -116,13 +130,15 @@ class EscrowEpoch {
  private:
   struct Other {
     NodeId node;
-    uint64_t count_at_start;  // its current-window slot when the epoch began
-    uint64_t allowance;       // what the rule allows it in the epoch
+    // Its current-window slot when the epoch began, less what moved to its
+    // previous window since (Continue): may be negative.
+    int64_t count_at_start;
+    uint64_t allowance;  // what the rule allows it in the epoch
   };
 
   int64_t index_ = -1;
   int64_t window_ = -1;
-  uint32_t own_at_start_ = 0;
+  int64_t own_at_start_ = 0;  // as Other::count_at_start, for this node
   uint64_t allowance_ = 0;
   std::vector<Other> others_;         // the others with admissions, by node
   uint64_t newcomers_allowance_ = 0;  // all members without admissions together

@@ -13,6 +13,7 @@
 
 #include "node/common/clock.h"
 #include "node/engine/limiter.h"
+#include "tests/engine/engine_cluster.h"
 
 namespace tally {
 namespace {
@@ -229,6 +230,42 @@ TEST_CASE("escrow: three gossiping engines share one token bucket") {
     CHECK(plain >= 0.95);
     CHECK(shared <= 1.01);
     CHECK(shared >= 0.95);
+  }
+}
+
+// A coordinated burst of 5x the limit within 20 ms on a fresh key at every
+// node, rounds every 10 ms: the nodes together admit what one central node
+// admits (a bucket: its capacity and the refill of those 20 ms, 102), the
+// log at most N - 1 beyond. A bucket's period of slices may end within an
+// epoch (offset 0 here: 8 ms in); the epoch goes on counting across it.
+TEST_CASE("escrow: a coordinated burst on a fresh bucket or log stays at the limit") {
+  for (const Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kSlidingWindowLog}) {
+    for (const size_t members : {3, 5}) {
+      for (const int64_t offset_ms : {0, 60, 190}) {
+        CAPTURE(algorithm);
+        CAPTURE(members);
+        CAPTURE(offset_ms);
+        ManualClock clock(kStartMs + offset_ms);
+        Limiter::Options options;
+        options.replicate = true;
+        options.escrow_epoch_ms = 200;
+        options.share_wait_ms = 55;
+        options.share_delivery_ms = 5;
+        std::vector<testing::EngineNode> nodes = testing::MakeNodes(&clock, members, options);
+        const LimitSpec spec{algorithm, 100, 1'000};
+        uint64_t admitted = 0;
+        for (int ms = 0; ms < 1'000; ++ms) {
+          for (int request = 0; ms < 20 && request < 25; ++request) {
+            for (testing::EngineNode& node : nodes) admitted += node.Admit("fresh", spec) ? 1 : 0;
+          }
+          clock.AdvanceMs(1);
+          if (ms % 10 == 9) testing::RunRound(nodes);
+        }
+        CHECK(admitted >= 90);
+        CHECK(admitted <=
+              (algorithm == Algorithm::kTokenBucket ? 102 * 105 / 100 : 100 + members - 1));
+      }
+    }
   }
 }
 
