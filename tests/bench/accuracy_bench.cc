@@ -27,7 +27,8 @@ struct ReplicationMode {
 const std::vector<ReplicationMode> kReplicationModes = {
     {"tally", {}}, {"tally+plain", {"--plain-gossip"}}, {"tally+escrow", {"--escrow"}}};
 
-const LimitSpec kSpec{Algorithm::kSlidingWindowCounter, 100, 1'000};
+constexpr uint64_t kLimit = 100;
+constexpr uint64_t kWindowMs = 1'000;
 constexpr double kPoissonDemands[] = {0.5, 0.8};  // x the limit
 constexpr uint64_t kBurstFactor = 5;              // x the limit
 constexpr int64_t kBurstSpanMs = 20;
@@ -70,9 +71,10 @@ struct Admitted {
   double span_ms = 0;
 };
 
-Admitted Drive(const Settings& settings, LocalCluster& cluster, const Scenario& scenario) {
+Admitted Drive(const Settings& settings, LocalCluster& cluster, const LimitSpec& spec,
+               const Scenario& scenario) {
   cluster::DemandOptions demand;
-  demand.spec = kSpec;
+  demand.spec = spec;
   demand.key = scenario.key;
   demand.arrivals = scenario.arrivals;
   demand.windows = scenario.windows;
@@ -121,45 +123,49 @@ Ratio RatioOf(const Admitted& mine, const Admitted& central) {
 
 }  // namespace
 
-void Accuracy(const Settings& settings, size_t nodes) {
+void Accuracy(const Settings& settings, size_t nodes, Algorithm algorithm) {
+  const LimitSpec spec{algorithm, kLimit, kWindowMs};
+  const std::string algorithm_name(AlgorithmName(algorithm));
   // The schedules: Poisson arrivals below the limit, over the nodes (one
   // stream each), and coordinated bursts on fresh keys, dealt to every node
   // in turn. The central node gets the same streams.
   std::vector<Scenario> scenarios;
   for (const double factor : kPoissonDemands) {
     const double rate_per_s =
-        factor * static_cast<double>(kSpec.limit) * 1'000.0 / static_cast<double>(kSpec.window_ms);
+        factor * static_cast<double>(kLimit) * 1'000.0 / static_cast<double>(kWindowMs);
     const auto windows = static_cast<int64_t>(settings.accuracy_windows);
     scenarios.push_back(
         {"poisson-" + std::to_string(static_cast<int>(factor * 100)),
-         cluster::PoissonArrivals(rate_per_s, windows * static_cast<int64_t>(kSpec.window_ms),
-                                  nodes, 1'000 * nodes + static_cast<uint64_t>(factor * 10)),
+         cluster::PoissonArrivals(rate_per_s, windows * static_cast<int64_t>(kWindowMs), nodes,
+                                  1'000 * nodes + static_cast<uint64_t>(factor * 10)),
          settings.accuracy_windows});
   }
   const size_t poisson_scenarios = scenarios.size();
   for (int trial = 0; trial < settings.burst_trials; ++trial) {
-    scenarios.push_back({"burst-" + std::to_string(trial),
-                         cluster::BurstArrivals(kBurstFactor * kSpec.limit, kBurstSpanMs,
-                                                nodes * kBurstStreamsPerNode),
-                         1});
+    scenarios.push_back(
+        {"burst-" + std::to_string(trial),
+         cluster::BurstArrivals(kBurstFactor * kLimit, kBurstSpanMs, nodes * kBurstStreamsPerNode),
+         1});
   }
   std::vector<Admitted> central;
   {
     auto one = Start(settings, 1, false);
-    for (const Scenario& scenario : scenarios) central.push_back(Drive(settings, *one, scenario));
+    for (const Scenario& scenario : scenarios)
+      central.push_back(Drive(settings, *one, spec, scenario));
   }
 
   std::printf(
-      "\n== %zu nodes: accuracy against one central node for the same arrivals (sliding_counter, "
+      "\n== %zu nodes: accuracy against one central node for the same arrivals (%s, "
       "limit 100 per 1000 ms): admitted / central's admissions\n"
       "Poisson arrivals over the nodes, %d windows:\n%-14s %-7s %8s %10s %10s %10s %10s\n",
-      nodes, settings.accuracy_windows, "mode", "demand", "arrivals", "central", "run",
-      "min_window", "max_window");
+      nodes, algorithm_name.c_str(), settings.accuracy_windows, "mode", "demand", "arrivals",
+      "central", "run", "min_window", "max_window");
   std::vector<std::vector<Admitted>> by_mode;
   for (const ReplicationMode& mode : kReplicationModes) {
     auto cluster = Start(settings, nodes, true, mode.flags);
     std::vector<Admitted>& runs = by_mode.emplace_back();
-    for (const Scenario& scenario : scenarios) runs.push_back(Drive(settings, *cluster, scenario));
+    for (const Scenario& scenario : scenarios)
+      runs.push_back(Drive(settings, *cluster, spec, scenario));
   }
   for (size_t m = 0; m < kReplicationModes.size(); ++m) {
     for (size_t s = 0; s < poisson_scenarios; ++s) {
@@ -171,7 +177,7 @@ void Accuracy(const Settings& settings, size_t nodes) {
                   scenarios[s].arrivals.size(), static_cast<unsigned long long>(central_admitted),
                   ratio.run, ratio.lowest, ratio.highest);
       Json("{\"scenario\": \"accuracy_poisson\", \"nodes\": " + std::to_string(nodes) +
-           ", \"mode\": \"" + kReplicationModes[m].name +
+           ", \"algorithm\": \"" + algorithm_name + "\", \"mode\": \"" + kReplicationModes[m].name +
            "\", \"demand_x_limit\": " + std::to_string(kPoissonDemands[s]) +
            ", \"windows\": " + std::to_string(settings.accuracy_windows) +
            ", \"arrivals\": " + std::to_string(scenarios[s].arrivals.size()) +
@@ -201,9 +207,9 @@ void Accuracy(const Settings& settings, size_t nodes) {
     std::printf("%-14s %10.1f %10.3f %10.3f %14.1f\n", kReplicationModes[m].name,
                 central_sum / trials, sum / trials, largest, span_ms);
     Json("{\"scenario\": \"accuracy_burst\", \"nodes\": " + std::to_string(nodes) +
-         ", \"mode\": \"" + kReplicationModes[m].name + "\", \"burst_x_limit\": " +
-         std::to_string(kBurstFactor) + ", \"burst_span_ms\": " + std::to_string(kBurstSpanMs) +
-         ", \"trials\": " + std::to_string(settings.burst_trials) +
+         ", \"algorithm\": \"" + algorithm_name + "\", \"mode\": \"" + kReplicationModes[m].name +
+         "\", \"burst_x_limit\": " + std::to_string(kBurstFactor) + ", \"burst_span_ms\": " +
+         std::to_string(kBurstSpanMs) + ", \"trials\": " + std::to_string(settings.burst_trials) +
          ", \"central_admitted_mean\": " + std::to_string(central_sum / trials) +
          ", \"admitted_over_central_mean\": " + std::to_string(sum / trials) +
          ", \"admitted_over_central_max\": " + std::to_string(largest) +

@@ -174,20 +174,21 @@ std::pair<double, double> NodeFairness(const std::vector<tally::cluster::WindowT
 }
 
 // 1. Admitted / limit per window, and how evenly the nodes' clients fared.
-void Admission(const Settings& settings, size_t nodes) {
+void Admission(const Settings& settings, size_t nodes, tally::Algorithm algorithm) {
+  const std::string algorithm_name(tally::AlgorithmName(algorithm));
   std::printf(
-      "\n== %zu nodes: admitted / limit per window (sliding_counter, limit 100 per 1000 ms, "
+      "\n== %zu nodes: admitted / limit per window (%s, limit 100 per 1000 ms, "
       "%d windows); per node, its clients' share admitted / all clients' share: lowest, "
       "highest\n%-12s %-7s %-8s %10s %10s %10s %10s\n",
-      nodes, settings.windows, "mode", "demand", "spread", "mean", "max", "node_min", "node_max");
+      nodes, algorithm_name.c_str(), settings.windows, "mode", "demand", "spread", "mean", "max",
+      "node_min", "node_max");
   for (const Mode& mode : kModes) {
     auto cluster = Start(settings, nodes, mode);
     for (const int factor : {2, 10}) {
       for (const bool skewed : {false, true}) {
         const std::vector<tally::cluster::WindowTally> tallies =
             Drive(*cluster,
-                  DemandOf(settings, {tally::Algorithm::kSlidingWindowCounter, 100, 1'000}, nodes,
-                           factor, skewed,
+                  DemandOf(settings, {algorithm, 100, 1'000}, nodes, factor, skewed,
                            "admission-" + std::to_string(factor) + (skewed ? "-skewed" : "-even")));
         double sum = 0, largest = 0;
         std::string per_window;
@@ -204,10 +205,10 @@ void Admission(const Settings& settings, size_t nodes) {
                     (std::to_string(factor) + "x").c_str(), skewed ? "skewed" : "even", mean,
                     largest, node_min, node_max);
         Json("{\"scenario\": \"admission\", \"nodes\": " + std::to_string(nodes) +
-             ", \"mode\": \"" + name + "\", \"demand_x_limit\": " + std::to_string(factor) +
-             ", \"spread\": \"" + (skewed ? "skewed" : "even") +
-             "\", \"admitted_over_limit_mean\": " + std::to_string(mean) +
-             ", \"admitted_over_limit_max\": " + std::to_string(largest) +
+             ", \"algorithm\": \"" + algorithm_name + "\", \"mode\": \"" + name +
+             "\", \"demand_x_limit\": " + std::to_string(factor) + ", \"spread\": \"" +
+             (skewed ? "skewed" : "even") + "\", \"admitted_over_limit_mean\": " +
+             std::to_string(mean) + ", \"admitted_over_limit_max\": " + std::to_string(largest) +
              ", \"node_share_min\": " + std::to_string(node_min) + ", \"node_share_max\": " +
              std::to_string(node_max) + ", \"per_window\": [" + per_window + "]}");
       }
@@ -576,7 +577,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--burst-trials", settings.burst_trials, "Coordinated bursts per mode in part 7")
       ->capture_default_str();
+  std::vector<std::string> algorithm_names;
+  app.add_option("--algorithms", algorithm_names,
+                 "The algorithms of the admission (1) and accuracy (7) parts (default: "
+                 "sliding_counter)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fixed_window", "sliding_log", "sliding_counter", "token_bucket"}));
   CLI11_PARSE(app, argc, argv);
+  if (!algorithm_names.empty()) {
+    settings.algorithms.clear();
+    for (const std::string& name : algorithm_names) {
+      settings.algorithms.push_back(*tally::ParseAlgorithm(name));
+    }
+  }
 
   const bool all = settings.only.empty() && !settings.bucket_only;
   if (settings.bucket_only) {
@@ -592,7 +605,9 @@ int main(int argc, char** argv) {
       auto single = Start(settings, 1, false);
       settings.single_node_decisions_per_s = Loadgen(settings, *single, "single-node");
     }
-    Admission(settings, nodes);
+    for (const tally::Algorithm algorithm : settings.algorithms) {
+      Admission(settings, nodes, algorithm);
+    }
     Partition(settings, nodes);
     BucketAdmission(settings, nodes);
     auto cluster = Start(settings, nodes, true);
@@ -603,12 +618,20 @@ int main(int argc, char** argv) {
     Membership(settings, nodes);
   }
   for (const size_t nodes : {size_t{3}, size_t{5}}) {
-    if (settings.only == "admission") Admission(settings, nodes);
+    if (settings.only == "admission") {
+      for (const tally::Algorithm algorithm : settings.algorithms) {
+        Admission(settings, nodes, algorithm);
+      }
+    }
     if (settings.only == "membership") Membership(settings, nodes);
   }
   if (all || settings.only == "overhead") tally::bench::Overhead(settings);
   if (all || settings.only == "accuracy") {
-    for (const size_t nodes : {size_t{3}, size_t{5}}) tally::bench::Accuracy(settings, nodes);
+    for (const size_t nodes : {size_t{3}, size_t{5}}) {
+      for (const tally::Algorithm algorithm : settings.algorithms) {
+        tally::bench::Accuracy(settings, nodes, algorithm);
+      }
+    }
   }
   if (!json_path.empty()) tally::bench::WriteJson(json_path);
   return 0;

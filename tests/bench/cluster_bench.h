@@ -35,6 +35,8 @@ struct Settings {
   int overhead_runs = 3;                 // pairs of runs (cluster, local-only) per row
   int accuracy_windows = 10;             // per Poisson run of the accuracy part
   int burst_trials = 5;                  // coordinated bursts per mode of the accuracy part
+  // The algorithms the admission and accuracy parts measure, each its own rows.
+  std::vector<Algorithm> algorithms = {Algorithm::kSlidingWindowCounter};
 };
 
 // Adds one row (a JSON object) to the results; WriteJson writes them all as
@@ -58,7 +60,7 @@ nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& clust
                           int timeout_ms);
 
 // The parts in files of their own.
-void Overhead(const Settings& settings);                // overhead_bench.cc
-void Accuracy(const Settings& settings, size_t nodes);  // accuracy_bench.cc
+void Overhead(const Settings& settings);                                     // overhead_bench.cc
+void Accuracy(const Settings& settings, size_t nodes, Algorithm algorithm);  // accuracy_bench.cc
 
 }  // namespace tally::bench

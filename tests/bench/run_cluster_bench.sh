@@ -13,9 +13,11 @@
 # detection, under a minute; "overhead": only the replication
 # overhead factor, about 16 minutes; "accuracy": only the accuracy against one
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
-# ACCURACY_WINDOWS (10), BURST_TRIALS (5). For example:
+# ACCURACY_WINDOWS (10), BURST_TRIALS (5), ALGORITHMS (sliding_counter: the
+# admission and accuracy parts' algorithms, comma-separated). For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ACCURACY_WINDOWS=20 bash tests/bench/run_cluster_bench.sh
+#   ONLY=accuracy ALGORITHMS=sliding_log,token_bucket bash tests/bench/run_cluster_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${BUILD_DIR:-build}
@@ -31,4 +33,5 @@ loadgen_cpu=1
   --trials "${TRIALS:-3}" ${ONLY:+--only "$ONLY"} \
   --overhead-checks "${OVERHEAD_CHECKS:-1500000}" --overhead-runs "${OVERHEAD_RUNS:-3}" \
   --accuracy-windows "${ACCURACY_WINDOWS:-10}" --burst-trials "${BURST_TRIALS:-5}" \
+  --algorithms "${ALGORITHMS:-sliding_counter}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
