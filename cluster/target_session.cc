@@ -93,6 +93,7 @@ class TallySession : public Session {
       case protocol::ResponseKind::kPolicyCheck:
       case protocol::ResponseKind::kInspect:
       case protocol::ResponseKind::kReset:
+      case protocol::ResponseKind::kForgetMember:
         return Status::Corruption("tally answered a check with another kind of response");
     }
     if (response_.outcomes.size() != batch_) {
