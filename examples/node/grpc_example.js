@@ -30,9 +30,10 @@ async function main() {
   for (let i = 0; i < 4; i++) {
     const response = await shouldRateLimit(request);
     const status = response.statuses[0];
+    const wait = status.durationUntilReset; // rounded up to whole seconds
     console.log(response.overallCode === "OK"
       ? `ShouldRateLimit user=42: allowed, remaining ${status.limitRemaining}`
-      : `ShouldRateLimit user=42: denied, retry after ${status.durationUntilReset.seconds} s`);
+      : `ShouldRateLimit user=42: denied, retry after ${wait.seconds + (wait.nanos > 0)} s`);
   }
   client.close();
 }

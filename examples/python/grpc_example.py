@@ -29,5 +29,6 @@ with grpc.insecure_channel(target) as channel:
         if response.overall_code == Response.OK:
             print(f"ShouldRateLimit user=42: allowed, remaining {status.limit_remaining}")
         else:
+            wait = status.duration_until_reset  # rounded up to whole seconds
             print(f"ShouldRateLimit user=42: denied, retry after "
-                  f"{status.duration_until_reset.seconds} s")
+                  f"{wait.seconds + (wait.nanos > 0)} s")

@@ -46,8 +46,9 @@ func main() {
 		if response.OverallCode == ratelimit.RateLimitResponse_OK {
 			fmt.Printf("ShouldRateLimit user=42: allowed, remaining %d\n", status.LimitRemaining)
 		} else {
+			wait := status.DurationUntilReset.AsDuration() // rounded up to whole seconds
 			fmt.Printf("ShouldRateLimit user=42: denied, retry after %d s\n",
-				status.DurationUntilReset.GetSeconds())
+				(wait+time.Second-1)/time.Second)
 		}
 	}
 }
