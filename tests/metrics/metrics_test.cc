@@ -110,6 +110,9 @@ TEST_CASE("metrics: node stats, links, peers and members") {
   CHECK(
       HasLine(text, R"(tally_member_state{address="node-3.tally:7421",node="3",state="dead"} 1)"));
   CHECK(HasLine(text, R"(tally_member_heartbeat_lag_seconds{node="2"} 0.003)"));
+  // A clock offset only for members heard from directly (not node 3).
+  CHECK(HasLine(text, R"(tally_member_clock_offset_seconds{node="2"} -0.042)"));
+  CHECK(text.find(R"(tally_member_clock_offset_seconds{node="3"})") == std::string::npos);
   CHECK(HasLine(text, "tally_build_info{version=\"" + std::string(tally::Version()) + "\"} 1"));
 }
 

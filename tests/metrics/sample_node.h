@@ -56,7 +56,10 @@ struct SampleNode {
     member.node_id = 2;
     member.address = "10.0.0.2:7421";
     member.lag_ms = 3;
+    member.clock_offset_known = true;
+    member.clock_offset_ms = -42;
     stats.members.push_back(member);
+    member.clock_offset_known = false;
     member.node_id = 3;
     member.address = "node-3.tally:7421";
     member.state = protocol::MemberState::kDead;
