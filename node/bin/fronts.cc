@@ -87,7 +87,10 @@ Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>
     const PolicyStore::Options store{options.policy_dir, options.policy_poll_ms};
     if (Status status = PolicyStore::Open(store, &loaded->policies_); !status.ok()) return status;
   } else if (options.grpc_port >= 0) {
-    spdlog::warn("--grpc-port without --policy-dir: every domain is unknown, every call is OK");
+    // Envoy would take OK for "allowed": refused rather than a warning in a log.
+    return Status::InvalidArgument(
+        "--grpc-port needs --policy-dir: Envoy's rate limit service decides by policies, and "
+        "without any it would answer OK to every call");
   }
   if (options.policy_dir.empty() && options.http_port >= 0) {
     spdlog::info("--http-port without --policy-dir: only /v1/check, with explicit limits");

@@ -57,9 +57,9 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options);
 
 class Fronts {
  public:
-  // Loads the policies and the RESP password: a directory that does not load
-  // or a password file that does not read is an error (the node must not
-  // start). No front listens yet.
+  // Loads the policies and the RESP password: a directory that does not load,
+  // --grpc-port without --policy-dir, or a password file that does not read
+  // is an error (the node must not start). No front listens yet.
   static Status LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts);
 
   // Adds the HTTP and RESP fronts and the admin endpoints (when their ports

@@ -147,6 +147,19 @@ TEST_CASE("tallyd start: --memory-only with --data-dir is refused") {
   CHECK_MESSAGE(started.ok(), started.ToString());
 }
 
+// Envoy takes a gRPC OK for "allowed": with no policies every call would be OK, so --grpc-port
+// without --policy-dir is refused in one line (from a config file too), before any port opens.
+TEST_CASE("tallyd start: --grpc-port without --policy-dir is refused") {
+  TempDir dir;
+  const std::string why = "--grpc-port needs --policy-dir";
+  ExpectRefused({"--grpc-port", "0"}, {why, "it would answer OK to every call"});
+  ExpectRefused({"--config", WriteFile(dir.Path("grpc.toml"), "grpc-port = 0\n")}, {why});
+  std::unique_ptr<testing::TallydProcess> tallyd;  // with a policy directory, it starts
+  const Status started = testing::StartTallyd(
+      {"--memory-only", "--grpc-port", "0", "--policy-dir", dir.Path("")}, &tallyd);
+  CHECK_MESSAGE(started.ok(), started.ToString());
+}
+
 // Two ports tallyd listens on set to one number (not 0) on addresses that clash would fail
 // at the second bind, after the first port opened: tallyd refuses them at once, in one line
 // naming both flags and the addresses, before it binds anything; from a config file too. A

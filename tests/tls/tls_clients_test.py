@@ -44,8 +44,11 @@ class Node(cases_lib.Process):
         self.log = open(self.log_path, "w")
         names = ("port", "http", "resp", "admin", "grpc")
         files = {name: os.path.join(root, name + ".port") for name in names}
+        # The gRPC port needs policies: none, so every domain is unknown and OK.
+        os.makedirs(os.path.join(root, "policies"))
         args = [tallyd, "--memory-only", "--address", "127.0.0.1",
-                "--frame-timeout-ms", str(FRAME_TIMEOUT_MS)]
+                "--frame-timeout-ms", str(FRAME_TIMEOUT_MS),
+                "--policy-dir", os.path.join(root, "policies")]
         for name in names:
             flag = "--port" if name == "port" else f"--{name}-port"
             args += [flag, "0", flag + "-file", files[name]]
