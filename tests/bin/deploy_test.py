@@ -3,7 +3,12 @@
 
   deploy_test.py files SOURCE_DIR TALLYD ALLOCATOR
                                     the systemd unit, the Kubernetes example
-                                    and the default config
+                                    and its image, and the default config;
+                                    tallyd started with the pod's settings and
+                                    the image's
+  deploy_test.py config SOURCE_DIR TALLYD
+                                    the default config uncommented block by
+                                    block (deploy_config.py)
   deploy_test.py deb BUILD_DIR VERSION ALLOCATOR
                                     builds the .deb with cpack into a
                                     temporary directory and reads it with
@@ -24,6 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploy_config  # noqa: E402
+import deploy_kubernetes  # noqa: E402
 
 SKIP = 77
 failures = []
@@ -116,6 +125,7 @@ def check_unit(source, tallyd, known_flags, known_envs):
 
 
 def check_kubernetes(source, known_flags, known_envs):
+    """True when the example has one StatefulSet and one headless Service."""
     try:
         import yaml
     except ImportError:
@@ -152,9 +162,9 @@ def check_kubernetes(source, known_flags, known_envs):
     claims = [c["metadata"]["name"] for c in sts["spec"].get("volumeClaimTemplates", [])]
     check(len(claims) == 1 and mounts.get(claims[0]) == env.get("TALLY_DATA_DIR"),
           "k8s: the data directory is the volumeClaimTemplate's mount")
-    secrets = [v["name"] for v in pod["volumes"] if "secret" in v]
-    check(len(secrets) == 1 and (env.get("TALLY_CLUSTER_SECRET_FILE") or "").startswith(
-        mounts.get(secrets[0], "?") + "/"), "k8s: the cluster secret file is on the Secret volume")
+    check(any(v.get("secret", {}).get("secretName") == "tally-cluster-secret" for v in pod["volumes"]),
+          "k8s: the Secret tally-cluster-secret is a volume (where tallyd reads it from:"
+          " deploy_kubernetes.secret_mode)")
     for probe, path_ in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")]:
         get = container.get(probe, {}).get("httpGet", {})
         check(get.get("path") == path_ and get.get("port") == "admin", f"k8s: {probe} on admin {path_}")
@@ -163,6 +173,7 @@ def check_kubernetes(source, known_flags, known_envs):
           "k8s: terminationGracePeriodSeconds leaves time for preStop, drain, leave and flush")
     check_flags_exist("k8s", set(), {n for n in env if n.startswith("TALLY_")}, known_flags,
                       known_envs)
+    return True  # the file has the shape deploy_kubernetes.py reads further
 
 
 def check_default_config(source, tallyd, allocator, known_flags, known_envs):
@@ -178,7 +189,8 @@ def check_default_config(source, tallyd, allocator, known_flags, known_envs):
         port_file = os.path.join(tmp, "port")
         log = open(os.path.join(tmp, "log"), "w+")
         node = subprocess.Popen([tallyd, "--config", path, "--data-dir", tmp + "/data", "--port",
-                                 "0", "--port-file", port_file], stdout=log, stderr=log)
+                                 "0", "--port-file", port_file, "--admin-port", "0"],
+                                stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while not os.path.exists(port_file) and node.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -290,15 +302,22 @@ def check_client_library(build, root, listing):
 
 
 def main():
-    if len(sys.argv) != 5 or sys.argv[1] not in ("files", "deb") or sys.argv[4] not in (
+    if sys.argv[1:2] == ["config"] and len(sys.argv) == 4:
+        deploy_config.check_config_blocks(check, sys.argv[2], sys.argv[3])
+    elif len(sys.argv) != 5 or sys.argv[1] not in ("files", "deb") or sys.argv[4] not in (
             "tcmalloc", "system"):
         print(__doc__)
         return 2
-    if sys.argv[1] == "files":
+    elif sys.argv[1] == "files":
         source, tallyd, allocator = sys.argv[2], sys.argv[3], sys.argv[4]
         known_flags, known_envs = tallyd_options(tallyd)
         check_unit(source, tallyd, known_flags, known_envs)
-        check_kubernetes(source, known_flags, known_envs)
+        if check_kubernetes(source, known_flags, known_envs):
+            by_kind = deploy_kubernetes.check_kubernetes_more(check, source)
+            deploy_kubernetes.check_ports_agree(check, source, by_kind)
+            image_env = deploy_kubernetes.check_dockerfile(check, source, by_kind, known_envs)
+            deploy_kubernetes.run_pod(check, source, tallyd, by_kind)
+            deploy_kubernetes.run_image(check, tallyd, image_env)
         check_default_config(source, tallyd, allocator, known_flags, known_envs)
     else:
         check_deb(sys.argv[2], sys.argv[3], sys.argv[4])
