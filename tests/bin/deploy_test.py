@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_config  # noqa: E402
 import deploy_kubernetes  # noqa: E402
