@@ -20,11 +20,12 @@ Status ValidateSpec(const LimitSpec& spec) {
   if (spec.window_ms > kMaxWindowMs) {
     return Status::InvalidArgument("window_ms " + std::to_string(spec.window_ms) +
                                    " exceeds the maximum of " + std::to_string(kMaxWindowMs) +
-                                   " (30 days)");
+                                   " (365 days)");
   }
-  if (spec.limit > kMaxLimit) {
-    return Status::InvalidArgument("limit " + std::to_string(spec.limit) +
-                                   " exceeds the maximum of " + std::to_string(kMaxLimit));
+  if (const uint64_t max = MaxLimitFor(spec.window_ms); spec.limit > max) {
+    return Status::InvalidArgument(
+        "limit " + std::to_string(spec.limit) + " exceeds the maximum of " + std::to_string(max) +
+        (max < kMaxLimit ? " for window_ms " + std::to_string(spec.window_ms) : std::string()));
   }
   return Status::OK();
 }

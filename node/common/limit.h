@@ -39,10 +39,22 @@ struct LimitSpec {
   uint64_t window_ms = 0;
 };
 
-// Bounds that keep all arithmetic exact in 64 bits (limit * window_ms < 2^64).
+// Bounds that keep all arithmetic exact in 64 bits, with room to spare: a
+// limit is at most kMaxLimit, and limit * window_ms at most
+// kMaxLimitWindowMs (10^9 over 30 days, below 2^62), so sums of a few such
+// products fit too. The longest window is 365 days (envoyproxy/ratelimit's
+// year); beyond 30 days the product, not kMaxLimit, bounds the limit.
 inline constexpr uint64_t kMaxLimit = 1'000'000'000;
-inline constexpr uint64_t kMaxWindowMs = 30ull * 24 * 3600 * 1000;  // 30 days
+inline constexpr uint64_t kMaxWindowMs = 365ull * 24 * 3600 * 1000;  // 365 days
+inline constexpr uint64_t kMaxLimitWindowMs = kMaxLimit * 30 * 24 * 3600 * 1000;
 inline constexpr size_t kMaxKeyBytes = 256;
+
+// The largest limit a window of `window_ms` (1 to kMaxWindowMs) takes:
+// kMaxLimit up to 30 days, then kMaxLimitWindowMs / window_ms (a year: 82,191,780).
+constexpr uint64_t MaxLimitFor(uint64_t window_ms) {
+  const uint64_t product_bound = kMaxLimitWindowMs / window_ms;
+  return product_bound < kMaxLimit ? product_bound : kMaxLimit;
+}
 
 struct Decision {
   bool allowed = false;
@@ -61,7 +73,7 @@ struct Decision {
 };
 
 // OK, or InvalidArgument naming what is wrong (unknown algorithm, window 0
-// or over kMaxWindowMs, limit over kMaxLimit).
+// or over kMaxWindowMs, limit over MaxLimitFor).
 Status ValidateSpec(const LimitSpec& spec);
 // OK, or InvalidArgument for an empty key or one over kMaxKeyBytes.
 Status ValidateKey(std::string_view key);

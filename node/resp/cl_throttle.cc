@@ -33,7 +33,12 @@ Status ThrottleSpec(const ThrottleArgs& args, LimitSpec* spec) {
   }
   if (window_ms > kMaxWindowMs) {
     return Status::InvalidArgument(
-        "rate too low: (max_burst + 1) * period / count_per_period is over 30 days");
+        "rate too low: (max_burst + 1) * period / count_per_period is over 365 days");
+  }
+  if (const uint64_t max = MaxLimitFor(static_cast<uint64_t>(window_ms)); capacity > max) {
+    return Status::InvalidArgument("max_burst + 1 is over " + std::to_string(max) +
+                                   ", the most a window of " +
+                                   std::to_string(static_cast<uint64_t>(window_ms)) + " ms takes");
   }
   *spec = LimitSpec{Algorithm::kTokenBucket, static_cast<uint64_t>(capacity),
                     static_cast<uint64_t>(window_ms)};

@@ -12,11 +12,11 @@
 // a multiple of count_per_period, window_ms is rounded to the nearest ms, so
 // the refill rate is off by at most 0.5 / window_ms of itself (0.1% at
 // window_ms >= 500; none for the usual whole-ms intervals). A rate that
-// would need window_ms below 1 (more than C tokens per ms), C over 10^9, or
-// window_ms over 30 days is refused. The seconds in the reply are the
-// engine's milliseconds rounded up, where redis-cell rounds nanoseconds up
-// only from a whole millisecond: with a fractional-ms interval they may be 1
-// higher than redis-cell's.
+// would need window_ms below 1 (more than C tokens per ms), C over 10^9 (or
+// over MaxLimitFor the window), or window_ms over 365 days is refused. The
+// seconds in the reply are the engine's milliseconds rounded up, where
+// redis-cell rounds nanoseconds up only from a whole millisecond: with a
+// fractional-ms interval they may be 1 higher than redis-cell's.
 //
 // The reply, as redis-cell's: limited (0/1), limit (C), remaining (whole
 // tokens left), retry_after (seconds until the same request would pass; -1

@@ -287,6 +287,7 @@ std::vector<TrackedLimit> RunScenario(uint64_t seed, const DriverConfig& config,
         spec.window_ms == limits[i - 3].spec.window_ms) {
       spec.window_ms = spec.window_ms % config.max_window_ms + 1;
     }
+    spec.limit = std::min(spec.limit, tally::MaxLimitFor(spec.window_ms));  // a year's is less
     limits.push_back({"user-" + std::to_string(i % 3),
                       spec,
                       ReferenceLimit(spec.algorithm, spec.window_ms),
@@ -300,7 +301,8 @@ std::vector<TrackedLimit> RunScenario(uint64_t seed, const DriverConfig& config,
     LimitSpec spec = tracked.spec;
     clock.AdvanceMs(static_cast<int64_t>(RandomAdvanceMs(rng, spec.window_ms, clock.WallMs())));
     if (config.vary_limit && spec.algorithm != Algorithm::kTokenBucket && Uniform(rng, 0, 3) == 0) {
-      spec.limit = RandomSize(rng, 0, config.max_limit);
+      spec.limit =
+          RandomSize(rng, 0, std::min(config.max_limit, tally::MaxLimitFor(spec.window_ms)));
     }
     const uint64_t cost = RandomCost(rng, spec.limit);
     Decision engine;

@@ -152,7 +152,11 @@ TEST_CASE("resp: CL.THROTTLE maps its rate onto the token bucket") {
   REQUIRE(ThrottleSpec({0, 2000, 1, 1}, &spec).ok());  // 0.5 ms rounds to 1
   CHECK(spec.window_ms == 1);
   CHECK(ThrottleSpec({0, 3000, 1, 1}, &spec).code() == Status::Code::kInvalidArgument);
-  CHECK(ThrottleSpec({0, 1, 31 * 24 * 3600, 1}, &spec).code() == Status::Code::kInvalidArgument);
+  CHECK(ThrottleSpec({0, 1, 366 * 24 * 3600, 1}, &spec).code() == Status::Code::kInvalidArgument);
+  // Beyond 30 days capacity * window_ms is bounded (MaxLimitFor): a year holds 82,191,780.
+  CHECK(ThrottleSpec({82'191'779, 82'191'780, 365 * 24 * 3600, 1}, &spec).ok());
+  CHECK(ThrottleSpec({82'191'780, 82'191'781, 365 * 24 * 3600, 1}, &spec).code() ==
+        Status::Code::kInvalidArgument);
   CHECK(ThrottleSpec({1'000'000'000, 1, 1, 1}, &spec).code() == Status::Code::kInvalidArgument);
   CHECK(ThrottleSpec({1, 0, 1, 1}, &spec).code() == Status::Code::kInvalidArgument);
   CHECK(ThrottleSpec({1, 1, 0, 1}, &spec).code() == Status::Code::kInvalidArgument);
