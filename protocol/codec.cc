@@ -286,6 +286,7 @@ Status ReadOutcome(wire::CheckOutcome::Reader in, CheckOutcome* out) {
 
 Status ReadPolicyOutcome(wire::PolicyOutcome::Reader in, PolicyOutcome* out) {
   out->shadow_denied = in.getShadowDenied();
+  out->quota_exceeded = in.getQuotaExceeded();
   out->rule = TextOf(in.getRule());
   out->spec = LimitSpec{static_cast<Algorithm>(in.getAlgorithm()), in.getLimit(), in.getWindowMs()};
   switch (in.which()) {
@@ -523,6 +524,7 @@ void WritePolicyCheck(const PolicyCheck& check, wire::PolicyCheck::Builder out) 
 
 void WritePolicyOutcome(const PolicyOutcome& outcome, wire::PolicyOutcome::Builder out) {
   out.setShadowDenied(outcome.shadow_denied);
+  out.setQuotaExceeded(outcome.quota_exceeded);
   out.setRule(TextReader(outcome.rule));
   out.setAlgorithm(static_cast<uint8_t>(outcome.spec.algorithm));
   out.setLimit(outcome.spec.limit);

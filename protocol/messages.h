@@ -206,8 +206,11 @@ struct PolicyOutcome {
   std::string error_message;
   Decision decision;           // kLimited without error
   bool shadow_denied = false;  // denied, but allowed: the limit is in shadow mode
-  std::string rule;            // kUnlimited, kLimited: the limit's name, or its full key
-  LimitSpec spec;              // kLimited: the limit applied
+  // Over its quota-mode limit, but allowed: another quota-mode descriptor of
+  // the request is within its own (node/policy/policy_checker.h).
+  bool quota_exceeded = false;
+  std::string rule;  // kUnlimited, kLimited: the limit's name, or its full key
+  LimitSpec spec;    // kLimited: the limit applied
 };
 
 // One node's part of a limit's state, as inspect shows it.
@@ -246,9 +249,9 @@ struct Response {
   StatsReply stats;                            // kStats
   InspectReply inspect;                        // kInspect
   bool reset_erased = false;                   // kReset: the node held state and forgot it
-  bool member_forgotten = false;  // kForgetMember: the member counted, and is forgotten now
-  ErrorCode error = ErrorCode::kOk;            // kError: the whole request failed
-  std::string error_message;                   // kError
+  bool member_forgotten = false;     // kForgetMember: the member counted, and is forgotten now
+  ErrorCode error = ErrorCode::kOk;  // kError: the whole request failed
+  std::string error_message;         // kError
 };
 
 }  // namespace tally::protocol

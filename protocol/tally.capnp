@@ -129,6 +129,8 @@ struct PolicyOutcome {
   algorithm @6 :UInt8;       # decision: the limit applied
   limit @7 :UInt64;
   windowMs @8 :UInt64;
+  quotaExceeded @9 :Bool;    # over its quota-mode limit, but allowed: another
+                             # quota-mode descriptor of the request is within its own
 }
 
 struct CheckOutcome {

@@ -37,6 +37,10 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                   "How often the policy directory is looked at for changes")
       ->check(bin::InRange(10, kDayMs))
       ->capture_default_str();
+  app->add_flag("--policy-merge-domains", options->policy_merge_domains,
+                "Let several policy files define one domain: their descriptors are merged, a "
+                "descriptor two files both define is refused (envoyproxy/ratelimit's "
+                "MERGE_DOMAIN_CONFIG)");
   AddPortOptions(app, "grpc", "gRPC", "Envoy's rate limit service (gRPC)", &options->grpc_port,
                  &options->grpc_address, &options->grpc_port_file);
   app->add_option("--grpc-max-message-bytes", options->grpc.max_message_bytes,
@@ -67,6 +71,9 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
                  &options->admin_port, &options->admin_address, &options->admin_port_file);
   app->add_flag("--grpc-response-headers", options->grpc.response_headers,
                 "Return RateLimit and X-RateLimit-* headers for Envoy to add to the response");
+  app->add_flag("--grpc-response-metadata", options->grpc.response_metadata,
+                "Return the request and the policies' metadata as Envoy dynamic metadata "
+                "(envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)");
   AddPortOptions(app, "resp", "RESP", "the Redis protocol (CL.THROTTLE, TALLY.CHECK, ...)",
                  &options->resp_port, &options->resp_address, &options->resp_port_file);
   app->add_option("--resp-max-bulk-bytes", options->resp.limits.max_bulk_bytes,
@@ -84,7 +91,8 @@ void AddFrontOptions(CLI::App* app, FrontOptions* options) {
 Status Fronts::LoadPolicies(const FrontOptions& options, std::unique_ptr<Fronts>* fronts) {
   std::unique_ptr<Fronts> loaded(new Fronts(options));
   if (!options.policy_dir.empty()) {
-    const PolicyStore::Options store{options.policy_dir, options.policy_poll_ms};
+    PolicyStore::Options store{options.policy_dir, options.policy_poll_ms};
+    store.merge_domains = options.policy_merge_domains;
     if (Status status = PolicyStore::Open(store, &loaded->policies_); !status.ok()) return status;
   } else if (options.grpc_port >= 0) {
     // Envoy would take OK for "allowed": refused rather than a warning in a log.
@@ -212,6 +220,10 @@ void Fronts::AddStats(protocol::StatsReply* stats) const {
 
 std::vector<std::string> Fronts::DomainSlotNames() const {
   return policies_ != nullptr ? policies_->DomainSlotNames() : std::vector<std::string>();
+}
+
+RuleSeries Fronts::PolicyRuleSeries() const {
+  return policies_ != nullptr ? policies_->RuleSeries() : RuleSeries();
 }
 
 }  // namespace tally::bin

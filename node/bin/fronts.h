@@ -34,8 +34,9 @@ namespace tally::bin {
 struct FrontOptions {
   std::string policy_dir;  // empty: no policies
   int64_t policy_poll_ms = 1'000;
-  int grpc_port = -1;        // -1: no gRPC front; 0: an ephemeral port
-  std::string grpc_address;  // empty: tallyd's --address
+  bool policy_merge_domains = false;  // PolicyLoadOptions::merge_domains
+  int grpc_port = -1;                 // -1: no gRPC front; 0: an ephemeral port
+  std::string grpc_address;           // empty: tallyd's --address
   std::string grpc_port_file;
   RlsServer::Options grpc;
   int http_port = -1;        // -1: no HTTP front; 0: an ephemeral port
@@ -86,6 +87,8 @@ class Fronts {
   // The policy domain of each metrics slot (PolicyStore::DomainSlotNames);
   // empty without policies.
   std::vector<std::string> DomainSlotNames() const;
+  // Checks by policy rule (PolicyStore::RuleSeries); empty without policies.
+  RuleSeries PolicyRuleSeries() const;
 
  private:
   explicit Fronts(const FrontOptions& options) : options_(options) {}

@@ -9,6 +9,7 @@
 //   tallyctl reset KEY [--algorithm A] --window-ms W [--local]
 //   tallyctl stats
 //   tallyctl cluster        (members as the node sees them, links, peers)
+//   tallyctl members forget ID   (a member gone for good: every node drops it)
 //
 // TLS (a node started with --client-tls on): --tls, or --ca-file F; the
 // node's certificate is verified against F (else the system's CAs) and
@@ -238,8 +239,8 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const tally::protocol::PolicyOutcome& o = outcomes[i];
     const bool error = o.error != tally::protocol::ErrorCode::kOk;
-    const bool allowed =
-        o.kind != Kind::kLimited || (!error && (o.decision.allowed || o.shadow_denied));
+    const bool allowed = o.kind != Kind::kLimited ||
+                         (!error && (o.decision.allowed || o.shadow_denied || o.quota_exceeded));
     denied = denied || !allowed;
     const char* kind = o.kind == Kind::kNoLimit     ? "no_limit"
                        : o.kind == Kind::kUnlimited ? "unlimited"
@@ -249,7 +250,8 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
       Json descriptor = {{"kind", kind},
                          {"rule", o.rule},
                          {"allowed", allowed},
-                         {"shadow_denied", o.shadow_denied}};
+                         {"shadow_denied", o.shadow_denied},
+                         {"quota_exceeded", o.quota_exceeded}};
       if (o.kind == Kind::kLimited && !error) descriptor["decision"] = DecisionJson(o.decision);
       if (error) {
         descriptor["error"] = error_name;
@@ -267,9 +269,10 @@ int PrintPolicyOutcomes(bool json, const std::vector<tally::protocol::PolicyOutc
           "descriptor %zu: %s by %s: limit=%llu remaining=%llu reset_after_ms=%llu "
           "retry_after_ms=%llu\n",
           i,
-          o.shadow_denied ? "allowed (shadow mode; would be denied)"
-          : allowed       ? "allowed"
-                          : "denied",
+          o.shadow_denied    ? "allowed (shadow mode; would be denied)"
+          : o.quota_exceeded ? "allowed (quota mode; over its limit)"
+          : allowed          ? "allowed"
+                             : "denied",
           o.rule.c_str(), static_cast<unsigned long long>(o.decision.limit),
           static_cast<unsigned long long>(o.decision.remaining),
           static_cast<unsigned long long>(o.decision.reset_after_ms),
@@ -411,6 +414,16 @@ int main(int argc, char** argv) {
   CLI::App* cluster = app.add_subcommand("cluster",
                                          "Print the members as the node sees them (state, last "
                                          "heard, lag), its gossip links and peers");
+  CLI::App* members = app.add_subcommand("members", "Change the cluster's membership");
+  members->require_subcommand(1);
+  uint64_t forget_id = 0;
+  CLI::App* forget = members->add_subcommand(
+      "forget",
+      "Tell the cluster that member ID is gone for good: every node stops dialling it and no "
+      "longer counts it; what it kept back counts as lost (docs/operations.md)");
+  forget->add_option("id", forget_id, "The member's node id (tallyctl cluster lists them)")
+      ->required()
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   tally::bin::AddEnvironmentNames(&app, "TALLY_");  // TALLY_ADDR, TALLY_TIMEOUT_MS, ...
   try {
     app.parse(argc, argv);
@@ -480,6 +493,19 @@ int main(int argc, char** argv) {
       return PrintError(json, "error", status.ToString());
     }
     return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
+  }
+  if (forget->parsed()) {
+    bool forgotten = false;
+    if (tally::Status status = client->ForgetMember(forget_id, &forgotten); !status.ok()) {
+      return PrintError(json, "error", status.ToString());
+    }
+    if (json) {
+      PrintJson(Json{{"forgotten", forgotten}});
+    } else {
+      std::printf("%s\n", forgotten ? "forgotten: every node drops this member"
+                                    : "not counted already: it had left or was forgotten");
+    }
+    return kExitAllowed;
   }
   if (reset->parsed()) {
     bool erased = false;

@@ -8,7 +8,7 @@ namespace tally {
 // contend for them.
 struct alignas(64) FrontCounters::Stripe {
   struct Slot {
-    std::atomic<uint64_t> allowed{0}, denied{0}, errors{0}, shadow_denied{0};
+    std::atomic<uint64_t> allowed{0}, denied{0}, errors{0}, shadow_denied{0}, quota_exceeded{0};
   };
   std::array<Slot, kDomainSlots> by_domain;
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_buckets{};
@@ -20,6 +20,7 @@ FrontCounters::Outcomes& FrontCounters::Outcomes::operator+=(const Outcomes& oth
   denied += other.denied;
   errors += other.errors;
   shadow_denied += other.shadow_denied;
+  quota_exceeded += other.quota_exceeded;
   return *this;
 }
 
@@ -51,6 +52,7 @@ void FrontCounters::Count(size_t stripe, size_t domain_slot, const Outcomes& out
   Add(slot.denied, outcomes.denied);
   Add(slot.errors, outcomes.errors);
   Add(slot.shadow_denied, outcomes.shadow_denied);
+  Add(slot.quota_exceeded, outcomes.quota_exceeded);
 }
 
 void FrontCounters::RecordLatency(size_t stripe, int64_t latency_ns, uint64_t requests) {
@@ -71,8 +73,8 @@ FrontCounters::Snapshot FrontCounters::Read() const {
     const Stripe& stripe = stripes_[s];
     for (size_t d = 0; d < kDomainSlots; ++d) {
       const Stripe::Slot& slot = stripe.by_domain[d];
-      snapshot.by_domain[d] +=
-          Outcomes{get(slot.allowed), get(slot.denied), get(slot.errors), get(slot.shadow_denied)};
+      snapshot.by_domain[d] += Outcomes{get(slot.allowed), get(slot.denied), get(slot.errors),
+                                        get(slot.shadow_denied), get(slot.quota_exceeded)};
     }
     for (size_t b = 0; b < kLatencyBuckets; ++b) {
       const uint64_t count = get(stripe.latency_buckets[b]);

@@ -1,7 +1,7 @@
 // FrontCounters: what one front (tally's protocol, gRPC, HTTP, RESP) has
 // decided, for stats and metrics (node/metrics/metrics.h): checks by outcome
-// and by policy domain, shadow denials, and a histogram of how long a
-// request took to decide.
+// and by policy domain, shadow denials and quota excesses, and a histogram
+// of how long a request took to decide.
 //
 // Cardinality is bounded: a policy domain is counted under a slot (the
 // PolicySet assigns them, node/policy/policy.h), at most kDomainSlots;
@@ -43,13 +43,15 @@ class FrontCounters {
   enum class Writers { kOnePerStripe, kAny };
 
   // Checks (or policy descriptors) decided in one request, by outcome:
-  // checks = allowed + denied + errors. A shadow denial is allowed (and
-  // counted in shadow_denied as well).
+  // checks = allowed + denied + errors. A shadow denial, and a quota-mode
+  // descriptor over its limit but allowed (node/policy/policy_checker.h),
+  // are allowed (and counted in shadow_denied or quota_exceeded as well).
   struct Outcomes {
     uint64_t allowed = 0;
     uint64_t denied = 0;
     uint64_t errors = 0;
     uint64_t shadow_denied = 0;
+    uint64_t quota_exceeded = 0;
 
     uint64_t checks() const { return allowed + denied + errors; }
     Outcomes& operator+=(const Outcomes& other);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node/common/ratelimit_headers.h"
+#include "node/grpc/rls_metadata.h"
 #include "node/policy/policy_checker.h"
 
 namespace tally {
@@ -23,24 +24,33 @@ uint32_t Clamp32(uint64_t value) {
   return static_cast<uint32_t>(std::min<uint64_t>(value, std::numeric_limits<uint32_t>::max()));
 }
 
+constexpr uint64_t kDayMs = 86'400'000;
+
+// Envoy's units as envoyproxy/ratelimit counts them: a week is 7 days, a
+// month 30, a year 365.
 Unit UnitOf(uint64_t window_ms) {
   switch (window_ms) {
     case 1'000: return rls::RateLimitResponse::RateLimit::SECOND;
     case 60'000: return rls::RateLimitResponse::RateLimit::MINUTE;
     case 3'600'000: return rls::RateLimitResponse::RateLimit::HOUR;
-    case 86'400'000: return rls::RateLimitResponse::RateLimit::DAY;
+    case kDayMs: return rls::RateLimitResponse::RateLimit::DAY;
+    case 7 * kDayMs: return rls::RateLimitResponse::RateLimit::WEEK;
+    case 30 * kDayMs: return rls::RateLimitResponse::RateLimit::MONTH;
+    case 365 * kDayMs: return rls::RateLimitResponse::RateLimit::YEAR;
     default: return rls::RateLimitResponse::RateLimit::UNKNOWN;
   }
 }
 
-// The window of an Envoy RateLimitUnit; 0 for one tally cannot hold.
+// The window of an Envoy RateLimitUnit; 0 for UNKNOWN.
 uint64_t WindowMsOf(envoy::type::v3::RateLimitUnit unit) {
   switch (unit) {
     case envoy::type::v3::SECOND: return 1'000;
     case envoy::type::v3::MINUTE: return 60'000;
     case envoy::type::v3::HOUR: return 3'600'000;
-    case envoy::type::v3::DAY: return 86'400'000;
-    case envoy::type::v3::WEEK: return 7 * 86'400'000ull;
+    case envoy::type::v3::DAY: return kDayMs;
+    case envoy::type::v3::WEEK: return 7 * kDayMs;
+    case envoy::type::v3::MONTH: return 30 * kDayMs;
+    case envoy::type::v3::YEAR: return 365 * kDayMs;
     default: return 0;
   }
 }
@@ -77,8 +87,8 @@ grpc::Status RlsHandler::Validate(const rls::RateLimitRequest& request) const {
                      " entries: at most " + std::to_string(options_.max_entries));
     }
     if (descriptor.has_limit() && WindowMsOf(descriptor.limit().unit()) == 0) {
-      return Invalid(which + "'s limit override has a unit tally cannot hold " +
-                     "(second, minute, hour, day or week)");
+      return Invalid(which + "'s limit override has no unit " +
+                     "(second, minute, hour, day, week, month or year)");
     }
   }
   return grpc::Status::OK;
@@ -155,10 +165,8 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
       return grpc::Status(code, std::string(outcome.status.message()));
     }
     const Decision& decision = outcome.decision;
-    if (!outcome.allowed()) {
-      status->set_code(rls::RateLimitResponse::OVER_LIMIT);
-      over_limit = true;
-    }
+    if (outcome.over_limit()) status->set_code(rls::RateLimitResponse::OVER_LIMIT);
+    over_limit |= !outcome.allowed();
     if (outcome.shadow_denied) counters_.shadow_denied.fetch_add(1, std::memory_order_relaxed);
     auto* limit = status->mutable_current_limit();
     limit->set_requests_per_unit(Clamp32(outcome.rule->spec.limit));
@@ -186,6 +194,9 @@ grpc::Status RlsHandler::ShouldRateLimit(const rls::RateLimitRequest& request,
       added->set_key(header.name);
       added->set_value(header.value);
     }
+  }
+  if (options_.response_metadata) {
+    FillDynamicMetadata(request, scratch.outcomes, response->mutable_dynamic_metadata());
   }
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   if (over_limit) counters_.over_limit.fetch_add(1, std::memory_order_relaxed);

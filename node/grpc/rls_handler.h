@@ -8,13 +8,20 @@
 //    (requests_per_unit, the unit when the window is a whole one, the rule's
 //    name), limit_remaining, duration_until_reset; a descriptor that matches
 //    no policy is OK with no current_limit; an unlimited one is OK with
-//    limit_remaining 2^32-1;
+//    limit_remaining 2^32-1; a quota-mode descriptor over its limit is
+//    OVER_LIMIT even when quota mode lets the request pass;
 //  - hits_addend is the cost (0 means 1), a descriptor's own hits_addend
 //    and limit override take precedence, as in envoyproxy/ratelimit;
 //  - an unknown domain answers OK for every descriptor and is logged once;
 //  - with Options::response_headers, the headers of the descriptor with the
 //    least remaining (node/common/ratelimit_headers.h) are returned in
-//    response_headers_to_add.
+//    response_headers_to_add;
+//  - with Options::response_metadata, dynamic_metadata holds what
+//    envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA returns: "domain",
+//    "descriptors" ({"entries": ["key=value", ...], "limit"?,
+//    "hitsAddend"?} each), "hitsAddend" when the request set one, and
+//    "metadata": the policies' metadata of the descriptors not over their
+//    limits, merged (MergeMetadata: the first descriptor's value wins).
 // Bad requests get INVALID_ARGUMENT with a message: an empty domain, no
 // descriptors, more than max_descriptors, a descriptor without entries or
 // with more than max_entries, an empty key. A key cap hit in the engine is
@@ -47,6 +54,7 @@ class RlsHandler {
     size_t max_descriptors = 256;  // per request
     size_t max_entries = 32;       // per descriptor
     bool response_headers = false;
+    bool response_metadata = false;
   };
 
   struct Counters {

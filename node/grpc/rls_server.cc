@@ -40,7 +40,8 @@ class RlsService final : public rls::RateLimitService::CallbackService {
 struct RlsServer::Impl {
   Impl(const Options& opts, Limiter* limiter, PolicyStore* policies)
       : options(opts),
-        handler(RlsHandler::Options{opts.max_descriptors, opts.max_entries, opts.response_headers},
+        handler(RlsHandler::Options{opts.max_descriptors, opts.max_entries, opts.response_headers,
+                                    opts.response_metadata},
                 limiter, policies),
         service(&handler) {}
 

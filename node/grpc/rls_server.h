@@ -39,6 +39,7 @@ class RlsServer {
     size_t max_descriptors = 256;  // per request
     size_t max_entries = 32;       // per descriptor
     bool response_headers = false;
+    bool response_metadata = false;  // RlsHandler::Options::response_metadata
     // TLS with gRPC's own credentials: PEM text of the certificate chain and
     // key (empty: plain text), of the CA that client certificates must chain
     // to, and whether they are asked for.

@@ -211,20 +211,21 @@ class CheckHandler : public HttpHandler {
 
     const DescriptorOutcome* shown = nullptr;  // whose headers the client gets
     bool denied = false, fixable = false;
-    uint64_t shadow_denied = 0;
+    uint64_t shadow_denied = 0, quota_exceeded = 0;
     for (const DescriptorOutcome& outcome : outcomes_) {
       if (outcome.kind != DescriptorOutcome::Kind::kLimited) continue;
       if (!outcome.status.ok()) {
         throw BadRequest{StatusOfError(outcome.status), std::string(outcome.status.message())};
       }
       shadow_denied += outcome.shadow_denied ? 1 : 0;
+      quota_exceeded += outcome.quota_exceeded ? 1 : 0;
       if (!outcome.allowed()) {
         denied = true;
         fixable |= !outcome.decision.never_allowed;
       }
       if (shown == nullptr || Tighter(outcome, *shown)) shown = &outcome;
     }
-    WritePolicyBody(domain, !denied, shadow_denied > 0, &response->body);
+    WritePolicyBody(domain, !denied, shadow_denied > 0, quota_exceeded > 0, &response->body);
     if (shown != nullptr) {
       Decision decision = shown->decision;
       decision.allowed = shown->allowed();  // a shadow denial is no denial to the client
@@ -233,19 +234,21 @@ class CheckHandler : public HttpHandler {
                                  rule.spec.window_ms, &response->headers);
     }
     if (shadow_denied > 0) response->AddHeader("Tally-Shadow-Denied", "1");
+    if (quota_exceeded > 0) response->AddHeader("Tally-Quota-Exceeded", "1");
     response->status = !denied ? 200 : (fixable ? deny_status : 403);
-    Count(!denied, policies->DomainSlot(domain), shadow_denied);
+    Count(!denied, policies->DomainSlot(domain), shadow_denied, quota_exceeded);
     Add(counters_->shadow_denied, shadow_denied);
   }
 
   // The whole decision of a check by policy, from outcomes_.
   void WritePolicyBody(std::string_view domain, bool allowed, bool shadow_denied,
-                       std::string* out) const {
+                       bool quota_exceeded, std::string* out) const {
     JsonWriter json(out);
     json.BeginObject();
     json.Bool("allowed", allowed);
     json.String("domain", domain);
     json.Bool("shadow_denied", shadow_denied);
+    json.Bool("quota_exceeded", quota_exceeded);
     json.BeginArray("descriptors");
     for (const DescriptorOutcome& outcome : outcomes_) {
       json.BeginObject();
@@ -263,7 +266,9 @@ class CheckHandler : public HttpHandler {
         json.Number("window_ms", rule.spec.window_ms);
         AddDecision(outcome.decision, &json);
         json.Bool("shadow_denied", outcome.shadow_denied);
+        json.Bool("quota_exceeded", outcome.quota_exceeded);
       }
+      if (!rule.metadata_json.empty()) json.Json("metadata", rule.metadata_json);
       json.EndObject();
     }
     json.EndArray();
@@ -352,11 +357,13 @@ class CheckHandler : public HttpHandler {
 
   // One decided request: its stats, and its outcome in the front's counters
   // under the policy domain's metrics slot.
-  void Count(bool allowed, size_t domain_slot, uint64_t shadow_denied) {
+  void Count(bool allowed, size_t domain_slot, uint64_t shadow_denied,
+             uint64_t quota_exceeded = 0) {
     Add(allowed ? counters_->allowed : counters_->denied, 1);
     FrontCounters::Outcomes outcome;
     (allowed ? outcome.allowed : outcome.denied) = 1;
     outcome.shadow_denied = shadow_denied;
+    outcome.quota_exceeded = quota_exceeded;
     decided_->Count(stripe_, domain_slot, outcome);
   }
 

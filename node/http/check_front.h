@@ -19,8 +19,11 @@
 // X-RateLimit-Remaining, X-RateLimit-Reset (node/common/ratelimit_headers.h;
 // of the denied descriptor with the longest wait, else of the one with the
 // least remaining) and Retry-After on a denial a wait fixes; a JSON body
-// with the whole decision. A policy in shadow mode answers 200 and says
-// "shadow_denied": true in the body and `Tally-Shadow-Denied: 1`.
+// with the whole decision, each descriptor with its rule's metadata (as
+// JSON) when the policy gives some. A policy in shadow mode answers 200 and
+// says "shadow_denied": true in the body and `Tally-Shadow-Denied: 1`; a
+// quota-mode descriptor over its limit that quota mode lets pass says
+// "quota_exceeded": true and `Tally-Quota-Exceeded: 1`.
 // Errors, with {"error": "..."}: 400 for invalid JSON, a missing or
 // malformed field, an unknown domain, an invalid key or limit; 404 for an
 // unknown path; 405 for a method a path does not take (with Allow); 503

@@ -46,6 +46,11 @@ class JsonWriter {
   void Bool(std::string_view key, bool value);
   void Number(std::string_view key, uint64_t value);
   void String(std::string_view key, std::string_view value);
+  // `json`, a JSON value written elsewhere (valid JSON), as `key`'s value.
+  void Json(std::string_view key, std::string_view json) {
+    Key(key);
+    out_->append(json);
+  }
 
  private:
   void Separate() {

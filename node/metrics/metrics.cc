@@ -52,6 +52,7 @@ struct Metrics::Impl : prometheus::Collectable {
                      sources.readiness->ready() ? 1 : 0);
     }
     AddFronts(&families);
+    if (sources.rule_series) AddRules(sources.rule_series(), &families);
     if (sources.stats) metrics::AddStatsFamilies(sources.stats(), &families);
     return families.Take();
   }
@@ -86,16 +87,26 @@ struct Metrics::Impl : prometheus::Collectable {
         }
       }
     }
-    families->Counter("tally_shadow_denied_total",
-                      "Checks a shadow-mode limit would have denied (allowed, and counted in "
-                      "tally_checks_total as allowed)");
-    for (const auto& [front, snapshot] : read) {
-      for (size_t slot = 0; slot < FrontCounters::kDomainSlots; ++slot) {
-        if (!shown(snapshot, slot)) continue;
-        families->Add(static_cast<double>(snapshot.by_domain[slot].shadow_denied),
-                      {{"domain", DomainLabel(slot, names)}, {"front", front}});
+    const auto by_domain = [&](const char* name, const char* help,
+                               uint64_t FrontCounters::Outcomes::*field) {
+      families->Counter(name, help);
+      for (const auto& [front, snapshot] : read) {
+        for (size_t slot = 0; slot < FrontCounters::kDomainSlots; ++slot) {
+          if (!shown(snapshot, slot)) continue;
+          families->Add(static_cast<double>(snapshot.by_domain[slot].*field),
+                        {{"domain", DomainLabel(slot, names)}, {"front", front}});
+        }
       }
-    }
+    };
+    by_domain("tally_shadow_denied_total",
+              "Checks a shadow-mode limit would have denied (allowed, and counted in "
+              "tally_checks_total as allowed)",
+              &FrontCounters::Outcomes::shadow_denied);
+    by_domain("tally_quota_exceeded_total",
+              "Policy descriptors over a quota-mode limit, allowed because another quota-mode "
+              "descriptor of the request was within its own (counted in tally_checks_total as "
+              "allowed)",
+              &FrontCounters::Outcomes::quota_exceeded);
     families->Histogram("tally_decision_duration_seconds",
                         "Time to decide one request (all its checks or descriptors), by front");
     static const std::vector<double> kBounds = LatencyBoundsSeconds();
@@ -105,6 +116,33 @@ struct Metrics::Impl : prometheus::Collectable {
           std::vector<uint64_t>(snapshot.latency_buckets.begin(), snapshot.latency_buckets.end()),
           static_cast<double>(snapshot.latency_sum_ns) / 1e9, {{"front", front}});
     }
+  }
+
+  // Per policy rule, as RuleCounters names them (at most its cap, then "_other").
+  static void AddRules(const RuleSeries& series, Families* families) {
+    families->Counter("tally_rule_checks_total",
+                      "Policy descriptors decided, by rule (envoyproxy/ratelimit's stats name; "
+                      "\"_other\" past the cap on series) and outcome");
+    for (const auto& [rule, outcomes] : series) {
+      const std::pair<const char*, uint64_t> by_outcome[] = {
+          {"allowed", outcomes.allowed}, {"denied", outcomes.denied}, {"error", outcomes.errors}};
+      for (const auto& [outcome, count] : by_outcome) {
+        families->Add(static_cast<double>(count), {{"outcome", outcome}, {"rule", rule}});
+      }
+    }
+    const auto per_rule = [&](const char* name, const char* help,
+                              uint64_t FrontCounters::Outcomes::*field) {
+      families->Counter(name, help);
+      for (const auto& [rule, outcomes] : series) {
+        families->Add(static_cast<double>(outcomes.*field), {{"rule", rule}});
+      }
+    };
+    per_rule("tally_rule_shadow_denied_total",
+             "Descriptors a shadow-mode rule would have denied, by rule",
+             &FrontCounters::Outcomes::shadow_denied);
+    per_rule("tally_rule_quota_exceeded_total",
+             "Descriptors over a quota-mode rule's limit but allowed, by rule",
+             &FrontCounters::Outcomes::quota_exceeded);
   }
 
   const Sources sources;

@@ -9,7 +9,8 @@
 // TextSerializer. So the hot path pays only for its own counters, and a
 // scrape costs the same whatever the number of keys: no family has a series
 // per key. Series per policy domain are bounded by FrontCounters'
-// kDomainSlots, per peer by the cluster's size.
+// kDomainSlots, per policy rule by RuleCounters' cap, per peer by the
+// cluster's size.
 //
 // Thread safety: AddFront and Render from any thread (a mutex guards the
 // list of fronts); the sources are called on Render's thread and must be
@@ -19,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "node/common/front_counters.h"
@@ -26,6 +28,10 @@
 #include "protocol/messages.h"
 
 namespace tally {
+
+// Checks by policy rule: (rule name, outcomes) per series (node/policy's
+// RuleCounters::Read).
+using RuleSeries = std::vector<std::pair<std::string, FrontCounters::Outcomes>>;
 
 class Metrics {
  public:
@@ -35,6 +41,8 @@ class Metrics {
     // The policy domain of each FrontCounters slot (PolicyStore::
     // DomainSlotNames); empty, or "" for a slot: counted as "_other".
     std::function<std::vector<std::string>()> domain_names;
+    // Checks by policy rule; empty: no tally_rule_* families.
+    std::function<RuleSeries()> rule_series;
     const Readiness* readiness = nullptr;  // not owned; null: no tally_ready
   };
 

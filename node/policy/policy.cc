@@ -10,17 +10,24 @@
 namespace tally {
 namespace {
 
-const PolicySet::Node* Child(const PolicySet::Node& level, const DescriptorEntry& entry) {
+using MatchedEntry = PolicySet::MatchedEntry;
+
+const PolicySet::Node* Child(const PolicySet::Node& level, const DescriptorEntry& entry,
+                             MatchedEntry* matched) {
+  *matched = MatchedEntry();
   const auto exact = level.by_value.find({std::string(entry.key), std::string(entry.value)});
-  if (exact != level.by_value.end()) return &exact->second;
+  if (exact != level.by_value.end()) {
+    matched->by_value = true;
+    return matched->level = &exact->second;
+  }
   for (const auto& [key, pattern] : level.wildcards) {
-    const std::string_view prefix = std::string_view(pattern).substr(0, pattern.size() - 1);
-    if (key == entry.key && entry.value.starts_with(prefix)) {
-      return &level.by_value.at({key, pattern});
+    if (key == entry.key && WildcardMatches(pattern, entry.value)) {
+      matched->wildcard = pattern;
+      return matched->level = &level.by_value.at({key, pattern});
     }
   }
   const auto any = level.by_key.find(std::string(entry.key));
-  return any == level.by_key.end() ? nullptr : &any->second;
+  return matched->level = any == level.by_key.end() ? nullptr : &any->second;
 }
 
 void AppendEscaped(std::string_view text, std::string* out) {
@@ -30,21 +37,36 @@ void AppendEscaped(std::string_view text, std::string* out) {
   }
 }
 
-// Rules with a limit, and a text that changes whenever any rule does.
-void Describe(const PolicySet::Node& node, size_t* rules, std::string* out) {
+// Numbers the rules with a limit and writes a text that changes whenever
+// any rule does.
+void Describe(PolicySet::Node& node, uint32_t* rules, std::string* out) {
+  out->append(node.value_to_metric ? "v" : "").append(node.share_threshold ? "t" : "");
   if (node.rule != nullptr) {
-    const PolicyRule& rule = *node.rule;
-    ++*rules;
+    PolicyRule& rule = *node.rule;
+    rule.index = (*rules)++;
     out->append(rule.full_key).append(" ").append(AlgorithmName(rule.spec.algorithm));
     out->append(" ").append(std::to_string(rule.spec.limit));
     out->append("/").append(std::to_string(rule.spec.window_ms));
     out->append(rule.unlimited ? " u" : "").append(rule.shadow_mode ? " s" : "");
+    out->append(rule.quota_mode ? " q" : "").append(rule.detailed_metric ? " d" : "");
     out->append(" n=").append(rule.name);
     for (const std::string& name : rule.replaces) out->append(" r=").append(name);
-    out->push_back('\n');
+    out->append(" m=").append(rule.metadata_json);
   }
-  for (const auto& [key_value, child] : node.by_value) Describe(child, rules, out);
-  for (const auto& [key, child] : node.by_key) Describe(child, rules, out);
+  out->push_back('\n');
+  for (const auto& [key, pattern] : node.wildcards) out->append("* ").append(pattern).append("\n");
+  for (auto& [key_value, child] : node.by_value) Describe(child, rules, out);
+  for (auto& [key, child] : node.by_key) Describe(child, rules, out);
+}
+
+// Whether `rule`'s metric name carries a value of the request (so it is not
+// its full_key).
+bool NameVaries(const PolicyRule& rule, std::span<const MatchedEntry> path) {
+  if (rule.detailed_metric || path.empty()) return true;
+  return std::any_of(path.begin(), path.end(), [](const MatchedEntry& entry) {
+    const bool shared = entry.level->share_threshold && !entry.wildcard.empty();
+    return entry.level->value_to_metric && !entry.by_value && !shared;
+  });
 }
 
 }  // namespace
@@ -53,11 +75,25 @@ Status PolicySet::AddDomain(const std::string& domain, Node root) {
   if (domains_.contains(domain)) {
     return Status::InvalidArgument("domain '" + domain + "' is defined twice");
   }
-  std::string description = "domain " + domain + "\n";
-  Describe(root, &rule_count_, &description);
-  fingerprint_ += description;
   domains_.emplace(domain, std::move(root));
   return Status::OK();
+}
+
+PolicySet::Node* PolicySet::MutableDomain(const std::string& domain) {
+  const auto found = domains_.find(domain);
+  return found == domains_.end() ? nullptr : &found->second;
+}
+
+void PolicySet::Finish() {
+  uint32_t rules = 0;
+  fingerprint_.clear();
+  for (auto& [domain, root] : domains_) {
+    fingerprint_.append("domain ").append(domain).append("\n");
+    Describe(root, &rules, &fingerprint_);
+  }
+  rule_count_ = rules;
+  rule_slots_ = std::make_unique<std::atomic<uint32_t>[]>(rules);
+  for (uint32_t i = 0; i < rules; ++i) rule_slots_[i].store(RuleCounters::kUnassigned);
 }
 
 bool PolicySet::HasDomain(std::string_view domain) const { return domains_.contains(domain); }
@@ -75,14 +111,40 @@ std::vector<std::string> PolicySet::DomainNames() const {
   return names;
 }
 
+void PolicySet::SetRuleCounters(std::shared_ptr<RuleCounters> counters) {
+  rule_counters_ = std::move(counters);
+}
+
+void PolicySet::CountRule(const PolicyRule& rule, std::string_view domain,
+                          std::span<const DescriptorEntry> entries,
+                          std::span<const MatchedEntry> path, RuleCounters::Outcome outcome) const {
+  if (rule_counters_ == nullptr) return;
+  if (rule.index >= rule_count_ || NameVaries(rule, path)) {
+    rule_counters_->Count(rule_counters_->Slot(RuleMetricName(rule, domain, entries, path)),
+                          outcome);
+    return;
+  }
+  std::atomic<uint32_t>& cached = rule_slots_[rule.index];
+  uint32_t slot = cached.load(std::memory_order_relaxed);
+  if (slot == RuleCounters::kUnassigned) {
+    slot = rule_counters_->Slot(rule.full_key);
+    cached.store(slot, std::memory_order_relaxed);
+  }
+  rule_counters_->Count(slot, outcome);
+}
+
 const PolicyRule* PolicySet::Match(std::string_view domain,
-                                   std::span<const DescriptorEntry> entries) const {
+                                   std::span<const DescriptorEntry> entries,
+                                   std::vector<MatchedEntry>* path) const {
+  if (path != nullptr) path->clear();
   const auto found = domains_.find(domain);
   if (found == domains_.end()) return nullptr;
   const Node* level = &found->second;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const Node* next = Child(*level, entries[i]);
+    MatchedEntry matched;
+    const Node* next = Child(*level, entries[i], &matched);
     if (next == nullptr) return nullptr;
+    if (path != nullptr) path->push_back(matched);
     if (i + 1 == entries.size()) return next->rule.get();
     if (next->by_value.empty() && next->by_key.empty()) return nullptr;  // the tree ends here
     level = next;
@@ -90,13 +152,39 @@ const PolicyRule* PolicySet::Match(std::string_view domain,
   return nullptr;
 }
 
-std::string CounterKey(std::string_view domain, std::span<const DescriptorEntry> entries) {
+bool WildcardMatches(std::string_view pattern, std::string_view value) {
+  const size_t first = pattern.find('*');
+  if (first == std::string_view::npos) return pattern == value;
+  const size_t last = pattern.rfind('*');
+  const std::string_view head = pattern.substr(0, first);
+  const std::string_view tail = pattern.substr(last + 1);
+  if (value.size() < head.size() + tail.size() || !value.starts_with(head) ||
+      !value.ends_with(tail)) {
+    return false;
+  }
+  // The literal parts between the first and the last '*', in order, in what
+  // head and tail leave.
+  std::string_view rest = value.substr(head.size(), value.size() - head.size() - tail.size());
+  std::string_view middle = pattern.substr(first + 1, last - first);
+  while (!middle.empty()) {
+    const size_t star = middle.find('*');
+    const std::string_view part = middle.substr(0, star);
+    const size_t at = rest.find(part);
+    if (at == std::string_view::npos) return false;
+    rest.remove_prefix(at + part.size());
+    middle.remove_prefix(star == std::string_view::npos ? middle.size() : star + 1);
+  }
+  return true;
+}
+
+std::string CounterKey(std::string_view domain, std::span<const DescriptorEntry> entries,
+                       std::span<const MatchedEntry> path) {
   std::string key(domain);
-  for (const DescriptorEntry& entry : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
     key.push_back('|');
-    AppendEscaped(entry.key, &key);
+    AppendEscaped(entries[i].key, &key);
     key.push_back('=');
-    AppendEscaped(entry.value, &key);
+    AppendEscaped(path.empty() ? entries[i].value : path[i].CountedValue(entries[i].value), &key);
   }
   if (key.size() <= kMaxKeyBytes) return key;
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -109,6 +197,28 @@ std::string CounterKey(std::string_view domain, std::span<const DescriptorEntry>
     hashed += hex;
   }
   return hashed;
+}
+
+std::string RuleMetricName(const PolicyRule& rule, std::string_view domain,
+                           std::span<const DescriptorEntry> entries,
+                           std::span<const MatchedEntry> path) {
+  std::string name(domain);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const DescriptorEntry& entry = entries[i];
+    std::string_view value = entry.value;  // detailed, or a caller's override (no path)
+    if (!path.empty()) {
+      const MatchedEntry& matched = path[i];
+      const bool shared = matched.level->share_threshold && !matched.wildcard.empty();
+      if (shared) {
+        value = matched.wildcard;
+      } else if (!rule.detailed_metric && !matched.by_value && !matched.level->value_to_metric) {
+        value = matched.wildcard;  // empty when it matched the key alone
+      }
+    }
+    name.append(".").append(entry.key);
+    if (!value.empty()) name.append("_").append(value);
+  }
+  return name;
 }
 
 std::vector<bool> ReplacedRules(std::span<const PolicyRule* const> matched) {

@@ -1,6 +1,38 @@
 #include "node/policy/policy_checker.h"
 
 namespace tally {
+namespace {
+
+// Quota-mode descriptors over their limits are allowed unless every
+// quota-mode descriptor of the request is.
+void ApplyQuotaMode(std::vector<DescriptorOutcome>* outcomes) {
+  size_t quota = 0, over = 0;
+  const auto over_quota = [](const DescriptorOutcome& outcome) {
+    return !outcome.decision.allowed && !outcome.shadow_denied;
+  };
+  for (const DescriptorOutcome& outcome : *outcomes) {
+    if (outcome.kind != DescriptorOutcome::Kind::kLimited || !outcome.status.ok() ||
+        !outcome.rule->quota_mode) {
+      continue;
+    }
+    ++quota;
+    over += over_quota(outcome) ? 1 : 0;
+  }
+  if (over == 0 || over == quota) return;
+  for (DescriptorOutcome& outcome : *outcomes) {
+    outcome.quota_exceeded = outcome.kind == DescriptorOutcome::Kind::kLimited &&
+                             outcome.status.ok() && outcome.rule->quota_mode && over_quota(outcome);
+  }
+}
+
+RuleCounters::Outcome RuleOutcome(const DescriptorOutcome& outcome) {
+  if (!outcome.status.ok()) return RuleCounters::Outcome::kError;
+  if (outcome.shadow_denied) return RuleCounters::Outcome::kShadowDenied;
+  if (outcome.quota_exceeded) return RuleCounters::Outcome::kQuotaExceeded;
+  return outcome.allowed() ? RuleCounters::Outcome::kAllowed : RuleCounters::Outcome::kDenied;
+}
+
+}  // namespace
 
 Status ValidatePolicyRequest(std::string_view domain, std::span<const DescriptorView> descriptors) {
   if (domain.empty()) return Status::InvalidArgument("rate limit domain must not be empty");
@@ -27,9 +59,12 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
     return overrides.empty() ? DescriptorOverride() : overrides[i];
   };
   scratch->matched.resize(count);
+  scratch->paths.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const PolicyRule* rule = override_of(i).rule;
-    scratch->matched[i] = rule != nullptr ? rule : policies.Match(domain, descriptors[i]);
+    scratch->paths[i].clear();
+    scratch->matched[i] =
+        rule != nullptr ? rule : policies.Match(domain, descriptors[i], &scratch->paths[i]);
   }
   const std::vector<bool> replaced = ReplacedRules(scratch->matched);
 
@@ -46,7 +81,7 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
       continue;
     }
     outcome.kind = DescriptorOutcome::Kind::kLimited;
-    scratch->keys.push_back(CounterKey(domain, descriptors[i]));
+    scratch->keys.push_back(CounterKey(domain, descriptors[i], scratch->paths[i]));
     scratch->descriptor_of.push_back(i);
   }
 
@@ -67,6 +102,13 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
     outcome.shadow_denied =
         outcome.status.ok() && !outcome.decision.allowed && outcome.rule->shadow_mode;
   }
+  ApplyQuotaMode(outcomes);
+  for (size_t i = 0; i < count; ++i) {
+    const DescriptorOutcome& outcome = (*outcomes)[i];
+    if (outcome.kind != DescriptorOutcome::Kind::kLimited) continue;
+    policies.CountRule(*outcome.rule, domain, descriptors[i], scratch->paths[i],
+                       RuleOutcome(outcome));
+  }
 }
 
 FrontCounters::Outcomes CountOutcomes(std::span<const DescriptorOutcome> outcomes) {
@@ -78,6 +120,7 @@ FrontCounters::Outcomes CountOutcomes(std::span<const DescriptorOutcome> outcome
     } else if (outcome.allowed()) {
       ++counted.allowed;
       counted.shadow_denied += outcome.shadow_denied ? 1 : 0;
+      counted.quota_exceeded += outcome.quota_exceeded ? 1 : 0;
     } else {
       ++counted.denied;
     }

@@ -10,9 +10,16 @@
 //  - otherwise the engine decides `hits` (0 counts as 1, as Envoy's
 //    hits_addend; a descriptor's override may set its own) on the descriptor's counter key
 //    (CounterKey) under the rule's limit: kLimited with the decision, or the engine's error;
-//  - in shadow mode a denial is reported (shadow_denied) but allowed.
+//  - in shadow mode a denial is reported (shadow_denied) but allowed;
+//  - quota mode, as envoyproxy/ratelimit has it: the request's quota-mode
+//    descriptors over their limits are allowed (quota_exceeded) while at
+//    least one of its quota-mode descriptors is within its own; when every
+//    one of them is over, they are denied. A descriptor whose rule has
+//    both modes is in shadow mode.
 // Each descriptor is decided on its own: a denial of one does not undo the
-// admission of another (as in envoyproxy/ratelimit).
+// admission of another (as in envoyproxy/ratelimit); a denial consumes
+// nothing, a shadow denial and a quota excess included. Each limited
+// descriptor is counted by rule (PolicySet::CountRule) with its outcome.
 //
 // Thread safety: stateless; the Limiter is thread-safe. The scratch object
 // is per caller (one per connection or worker) so that steady traffic
@@ -38,14 +45,23 @@ struct DescriptorOutcome {
   Status status;                     // kLimited: the engine's error, if any
   Decision decision;                 // kLimited with an OK status
   bool shadow_denied = false;        // denied, but allowed: the rule is in shadow mode
-  // False only for a kLimited descriptor the engine denied outside shadow mode.
+  // Over its limit, but allowed: the rule is in quota mode and another
+  // quota-mode descriptor of the request is within its own.
+  bool quota_exceeded = false;
+  // False only for a kLimited descriptor the engine denied (or failed) that
+  // neither shadow mode nor quota mode allows.
   bool allowed() const {
-    return kind != Kind::kLimited || (status.ok() && decision.allowed) || shadow_denied;
+    return kind != Kind::kLimited || (status.ok() && decision.allowed) || shadow_denied ||
+           quota_exceeded;
   }
+  // Over its limit as envoyproxy/ratelimit reports a descriptor (its
+  // OVER_LIMIT status): denied, or allowed only by quota mode.
+  bool over_limit() const { return !allowed() || quota_exceeded; }
 };
 
 struct PolicyCheckScratch {
   std::vector<const PolicyRule*> matched;
+  std::vector<std::vector<PolicySet::MatchedEntry>> paths;  // per descriptor, from Match
   std::vector<std::string> keys;
   std::vector<Limiter::CheckRequest> batch;
   std::vector<Limiter::CheckResult> results;
@@ -76,8 +92,9 @@ void CheckDescriptors(Limiter* limiter, const PolicySet& policies, std::string_v
                       std::span<const DescriptorOverride> overrides = {});
 
 // What a front counts of one request's outcomes (FrontCounters): each
-// kLimited descriptor is allowed, denied or an error; kNoLimit and
-// kUnlimited ones are not checks.
+// kLimited descriptor is allowed (shadow denials and quota excesses too,
+// counted as such as well), denied or an error; kNoLimit and kUnlimited ones
+// are not checks.
 FrontCounters::Outcomes CountOutcomes(std::span<const DescriptorOutcome> outcomes);
 
 }  // namespace tally

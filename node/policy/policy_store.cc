@@ -35,7 +35,7 @@ Status PolicyStore::Load(bool log_unchanged) {
   std::lock_guard<std::mutex> reload_lock(reload_mu_);
   const int64_t started_ms = options_.clock->MonotonicMs();
   auto set = std::make_shared<PolicySet>();
-  Status status = LoadPolicyDir(options_.dir, set.get());
+  Status status = LoadPolicyDir(options_.dir, set.get(), {.merge_domains = options_.merge_domains});
   const int64_t took_ms = options_.clock->MonotonicMs() - started_ms;
   std::lock_guard<std::mutex> lock(mu_);
   if (!status.ok()) {
@@ -50,6 +50,7 @@ Status PolicyStore::Load(bool log_unchanged) {
     return Status::OK();
   }
   AssignDomainSlots(set.get());
+  set->SetRuleCounters(rule_counters_);
   spdlog::info("policies loaded from {}: {} domains, {} limits in {} ms", options_.dir,
                set->domain_count(), set->rule_count(), took_ms);
   stats_.reloads++;
@@ -78,6 +79,10 @@ std::vector<std::string> PolicyStore::DomainSlotNames() const {
   std::vector<std::string> names = slot_names_;
   names.resize(FrontCounters::kDomainSlots);
   return names;
+}
+
+std::vector<std::pair<std::string, FrontCounters::Outcomes>> PolicyStore::RuleSeries() const {
+  return rule_counters_->Read();
 }
 
 std::string PolicyStore::Fingerprint() const {

@@ -9,6 +9,9 @@
 // does not touch them: a limit whose algorithm and window did not change
 // keeps its counts, whatever else changed.
 //
+// Checks decided under any of its sets are counted by rule in one
+// RuleCounters that outlives reloads (RuleSeries).
+//
 // Start runs a thread ("tally-policy") that looks at the directory every
 // poll_interval_ms (file names, sizes and modification times) and reloads
 // when anything changed; Reload may also be called directly (SIGHUP).
@@ -23,11 +26,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "node/common/clock.h"
 #include "node/common/status.h"
 #include "node/policy/policy.h"
+#include "node/policy/rule_counters.h"
 
 namespace tally {
 
@@ -37,6 +42,8 @@ class PolicyStore {
     std::string dir;
     int64_t poll_interval_ms = 1'000;
     const Clock* clock = SystemClock::Default();  // not owned; times reloads
+    bool merge_domains = false;                   // PolicyLoadOptions::merge_domains
+    size_t max_rule_series = RuleCounters::kDefaultMaxSeries;
   };
 
   struct Stats {
@@ -63,13 +70,17 @@ class PolicyStore {
   void Stop();
 
   Stats stats() const;
+  // Checks by rule, over every set this store has loaded (RuleCounters::Read).
+  std::vector<std::pair<std::string, FrontCounters::Outcomes>> RuleSeries() const;
   // The domain of each metrics slot (PolicySet::DomainSlot), by slot: every
   // domain any set loaded so far has held, in the order they first
   // appeared, up to FrontCounters::kOtherDomain; "" for the unnamed slots.
   std::vector<std::string> DomainSlotNames() const;
 
  private:
-  explicit PolicyStore(const Options& options) : options_(options) {}
+  explicit PolicyStore(const Options& options)
+      : options_(options),
+        rule_counters_(std::make_shared<RuleCounters>(options.max_rule_series)) {}
   Status Load(bool log_unchanged);
   // Gives each domain of `set` its slot, new domains the next free ones.
   // Called under mu_.
@@ -77,7 +88,8 @@ class PolicyStore {
   std::string Fingerprint() const;  // of the directory's listing
 
   const Options options_;
-  mutable std::mutex mu_;  // guards current_, stats_ and stop_
+  const std::shared_ptr<RuleCounters> rule_counters_;  // given to every set
+  mutable std::mutex mu_;                              // guards current_, stats_ and stop_
   std::shared_ptr<const PolicySet> current_;
   Stats stats_;
   std::vector<std::string> slot_names_;  // by slot; grows, never shrinks

@@ -1,10 +1,10 @@
 #include "node/policy/policy_yaml.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -57,50 +57,82 @@ uint64_t Unsigned(const YAML::Node& node, const char* what, uint64_t max) {
 }
 
 std::optional<uint64_t> UnitMs(const std::string& unit) {
+  constexpr uint64_t kDayMs = 86'400'000;
   std::string lower = unit;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
   if (lower == "second") return 1'000;
   if (lower == "minute") return 60'000;
   if (lower == "hour") return 3'600'000;
-  if (lower == "day") return 86'400'000;
+  if (lower == "day") return kDayMs;
+  if (lower == "week") return 7 * kDayMs;
+  if (lower == "month") return 30 * kDayMs;
+  if (lower == "year") return 365 * kDayMs;
   return std::nullopt;
 }
 
-std::unique_ptr<PolicyRule> ParseRateLimit(const YAML::Node& node, const std::string& full_key,
-                                           bool shadow_mode) {
-  RequireMap(
-      node, "rate_limit",
-      {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window_ms"});
-  auto rule = std::make_unique<PolicyRule>();
-  rule->full_key = full_key;
-  rule->shadow_mode = shadow_mode;
-  rule->spec.algorithm = Algorithm::kFixedWindow;
-  if (node["name"]) rule->name = String(node["name"], "name");
-  if (node["unlimited"]) rule->unlimited = Bool(node["unlimited"], "unlimited");
-  if (const YAML::Node replaces = node["replaces"]) {
-    if (!replaces.IsSequence()) Fail(replaces, "replaces must be a list of {name: ...}");
-    for (const YAML::Node& entry : replaces) {
-      RequireMap(entry, "a replaces entry", {"name"});
-      const std::string name = entry["name"] ? String(entry["name"], "name") : "";
-      if (name.empty()) Fail(entry, "a replaces entry needs a name");
-      if (name == rule->name) Fail(entry, "a limit cannot replace itself ('" + name + "')");
-      rule->replaces.push_back(name);
+// A plain scalar as YAML 1.1 types it (as envoyproxy/ratelimit's YAML
+// library does); quoted or tagged !!str, a string.
+Metadata ScalarMetadata(const YAML::Node& node) {
+  Metadata value;
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") {
+    value.kind = Metadata::Kind::kString;
+    value.text = text;
+    return value;
+  }
+  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
+    return value;
+  }
+  if (YAML::convert<bool>::decode(node, value.boolean)) {
+    value.kind = Metadata::Kind::kBool;
+    return value;
+  }
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const bool numeric = std::all_of(text.begin(), text.end(), [&](char c) {
+    return digit(c) || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E';
+  });
+  const char* begin = text.data() + (text.starts_with('+') ? 1 : 0);
+  const char* end = text.data() + text.size();
+  if (numeric && std::any_of(text.begin(), text.end(), digit)) {
+    const auto [at, error] = std::from_chars(begin, end, value.number);
+    if (error == std::errc() && at == end) {
+      value.kind = Metadata::Kind::kNumber;
+      return value;
     }
   }
+  value.kind = Metadata::Kind::kString;
+  value.text = text;
+  return value;
+}
+
+Metadata MetadataOf(const YAML::Node& node) {
+  Metadata value;
+  if (node.IsScalar()) return ScalarMetadata(node);
+  if (node.IsSequence()) {
+    value.kind = Metadata::Kind::kList;
+    for (const YAML::Node& item : node) value.items.push_back(MetadataOf(item));
+  } else if (node.IsMap()) {
+    value.kind = Metadata::Kind::kMap;
+    for (const auto& item : node) {
+      if (!item.first.IsScalar()) Fail(item.first, "metadata keys must be scalars");
+      std::string name = item.first.Scalar();
+      if (value.Find(name) != nullptr)
+        Fail(item.first, "metadata key '" + name + "' is given twice");
+      value.fields.emplace_back(std::move(name), MetadataOf(item.second));
+    }
+  }
+  return value;
+}
+
+void ParseUnit(const YAML::Node& node, PolicyRule* rule) {
   const YAML::Node unit = node["unit"];
   const YAML::Node window_ms = node["window_ms"];
-  if (rule->unlimited) {
-    if (unit || window_ms || node["requests_per_unit"]) {
-      Fail(node, "an unlimited rate_limit takes no unit, window_ms or requests_per_unit");
-    }
-    return rule;
-  }
   if (unit && window_ms) Fail(window_ms, "give either unit or window_ms, not both");
   if (unit) {
     const std::optional<uint64_t> ms = UnitMs(String(unit, "unit"));
     if (!ms) {
-      Fail(unit, "unit '" + unit.Scalar() + "' is not one of second, minute, hour, day" +
-                     " (tally's windows are at most 30 days)");
+      Fail(unit, "unit '" + unit.Scalar() +
+                     "' is not one of second, minute, hour, day, week, month, year");
     }
     rule->spec.window_ms = *ms;
   } else if (window_ms) {
@@ -109,8 +141,45 @@ std::unique_ptr<PolicyRule> ParseRateLimit(const YAML::Node& node, const std::st
   } else {
     Fail(node, "rate_limit needs a unit (or window_ms), or unlimited: true");
   }
-  if (!node["requests_per_unit"]) Fail(node, "rate_limit needs requests_per_unit");
-  rule->spec.limit = Unsigned(node["requests_per_unit"], "requests_per_unit", kMaxLimit);
+}
+
+// The descriptor's own limit; its shadow_mode and quota_mode are the
+// descriptor's (or the whole domain's shadow_mode).
+std::unique_ptr<PolicyRule> ParseRateLimit(const YAML::Node& node, const std::string& full_key,
+                                           const YAML::Node& descriptor, bool domain_shadow) {
+  RequireMap(
+      node, "rate_limit",
+      {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window_ms"});
+  auto rule = std::make_unique<PolicyRule>();
+  rule->full_key = full_key;
+  const auto flag = [&](const char* key) { return descriptor[key] && Bool(descriptor[key], key); };
+  rule->shadow_mode = domain_shadow || flag("shadow_mode");
+  rule->quota_mode = flag("quota_mode");
+  rule->detailed_metric = flag("detailed_metric");
+  rule->spec.algorithm = Algorithm::kFixedWindow;
+  if (node["name"]) rule->name = String(node["name"], "name");
+  if (node["unlimited"]) rule->unlimited = Bool(node["unlimited"], "unlimited");
+  if (const YAML::Node replaces = node["replaces"]) {
+    if (!replaces.IsSequence()) Fail(replaces, "replaces must be a list of {name: ...}");
+    for (const YAML::Node& entry : replaces) {
+      RequireMap(entry, "a replaces entry", {"name"});
+      const YAML::Node given = entry["name"];
+      const std::string name = given && !given.IsNull() ? String(given, "name") : "";
+      if (name.empty()) Fail(entry, "a replaces entry needs a name");
+      if (name == rule->name) Fail(entry, "a limit cannot replace itself ('" + name + "')");
+      rule->replaces.push_back(name);
+    }
+  }
+  if (rule->unlimited) {
+    // requests_per_unit means nothing here, but envoyproxy/ratelimit loads it.
+    if (node["unit"] || node["window_ms"]) {
+      Fail(node, "an unlimited rate_limit takes no unit or window_ms");
+    }
+    if (node["requests_per_unit"])
+      Unsigned(node["requests_per_unit"], "requests_per_unit", kMaxLimit);
+    return rule;
+  }
+  ParseUnit(node, rule.get());
   if (const YAML::Node algorithm = node["algorithm"]) {
     const std::optional<Algorithm> parsed = ParseAlgorithm(String(algorithm, "algorithm"));
     if (!parsed) {
@@ -119,41 +188,84 @@ std::unique_ptr<PolicyRule> ParseRateLimit(const YAML::Node& node, const std::st
     }
     rule->spec.algorithm = *parsed;
   }
+  const YAML::Node requests = node["requests_per_unit"];
+  if (!requests) Fail(node, "rate_limit needs requests_per_unit");
+  rule->spec.limit = Unsigned(requests, "requests_per_unit", kMaxLimit);
+  if (const uint64_t max = MaxLimitFor(rule->spec.window_ms); rule->spec.limit > max) {
+    Fail(requests, "requests_per_unit " + requests.Scalar() + " is over " + std::to_string(max) +
+                       ", the most a window of " + std::to_string(rule->spec.window_ms) +
+                       " ms takes");
+  }
   return rule;
 }
 
-void ParseDescriptors(const YAML::Node& list, const std::string& parent_key, bool shadow_mode,
-                      PolicySet::Node* level) {
+// `taken`: another file's level of the same domain, whose entries this
+// file's may not repeat (merge_domains); null otherwise.
+void ParseDescriptors(const YAML::Node& list, const std::string& parent_key, bool domain_shadow,
+                      PolicySet::Node* level, const PolicySet::Node* taken = nullptr) {
   if (!list.IsSequence()) Fail(list, "descriptors must be a list");
   for (const YAML::Node& item : list) {
     RequireMap(item, "a descriptor",
-               {"key", "value", "rate_limit", "shadow_mode", "detailed_metric", "descriptors"});
+               {"key", "value", "rate_limit", "shadow_mode", "quota_mode", "detailed_metric",
+                "value_to_metric", "share_threshold", "metadata", "descriptors"});
     const std::string key = item["key"] ? String(item["key"], "key") : "";
     if (key.empty()) Fail(item, "a descriptor needs a non-empty key");
     const std::string value = item["value"] ? String(item["value"], "value") : "";
-    if (item["detailed_metric"]) Bool(item["detailed_metric"], "detailed_metric");
-    const bool shadow =
-        shadow_mode || (item["shadow_mode"] && Bool(item["shadow_mode"], "shadow_mode"));
+    for (const char* flag : {"shadow_mode", "quota_mode", "detailed_metric"}) {
+      if (item[flag]) Bool(item[flag], flag);
+    }
     const std::string full_key = parent_key + key + (value.empty() ? "" : "_" + value);
 
     PolicySet::Node* child = nullptr;
+    const bool duplicate =
+        value.empty() ? level->by_key.contains(key) || (taken && taken->by_key.contains(key))
+                      : level->by_value.contains({key, value}) ||
+                            (taken && taken->by_value.contains({key, value}));
+    if (duplicate) Fail(item, "duplicate descriptor '" + full_key + "'");
     if (value.empty()) {
-      if (level->by_key.contains(key)) Fail(item, "duplicate descriptor '" + full_key + "'");
       child = &level->by_key[key];
     } else {
-      if (level->by_value.contains({key, value}))
-        Fail(item, "duplicate descriptor '" + full_key + "'");
       child = &level->by_value[{key, value}];
-      if (value.back() == '*') level->wildcards.emplace_back(key, value);
+      if (value.find('*') != std::string::npos) level->wildcards.emplace_back(key, value);
     }
-    if (item["rate_limit"]) child->rule = ParseRateLimit(item["rate_limit"], full_key, shadow);
-    if (item["descriptors"]) ParseDescriptors(item["descriptors"], full_key + ".", shadow, child);
+    child->value_to_metric =
+        item["value_to_metric"] && Bool(item["value_to_metric"], "value_to_metric");
+    child->share_threshold =
+        item["share_threshold"] && Bool(item["share_threshold"], "share_threshold");
+    if (child->share_threshold && value.find('*') == std::string::npos) {
+      Fail(item["share_threshold"],
+           "share_threshold needs a wildcard value (with '*'), and '" + full_key + "' has none");
+    }
+    if (item["rate_limit"]) {
+      child->rule = ParseRateLimit(item["rate_limit"], full_key, item, domain_shadow);
+      if (const YAML::Node metadata = item["metadata"]; metadata && !metadata.IsNull()) {
+        if (!metadata.IsMap()) Fail(metadata, "metadata must be a mapping");
+        auto parsed = std::make_shared<const Metadata>(MetadataOf(metadata));
+        child->rule->metadata_json = MetadataJson(*parsed);
+        child->rule->metadata = std::move(parsed);
+      }
+    } else if (item["metadata"] && !item["metadata"].IsNull() && !item["metadata"].IsMap()) {
+      Fail(item["metadata"], "metadata must be a mapping");
+    }
+    if (item["descriptors"]) {
+      ParseDescriptors(item["descriptors"], full_key + ".", domain_shadow, child);
+    }
   }
+}
+
+// Moves the top level of `from` (parsed against `into`, so without a
+// duplicate) into `into`.
+void MergeTopLevel(PolicySet::Node from, PolicySet::Node* into) {
+  for (auto& [key_value, child] : from.by_value)
+    into->by_value.emplace(key_value, std::move(child));
+  for (auto& [key, child] : from.by_key) into->by_key.emplace(key, std::move(child));
+  into->wildcards.insert(into->wildcards.end(), from.wildcards.begin(), from.wildcards.end());
 }
 
 }  // namespace
 
-Status ParsePolicyFile(std::string_view file, const std::string& text, PolicySet* set) {
+Status ParsePolicyFile(std::string_view file, const std::string& text, PolicySet* set,
+                       const PolicyLoadOptions& options) {
   const auto error = [&](int line, const std::string& reason) {
     std::string where(file);
     if (line > 0) where.append(":").append(std::to_string(line));
@@ -168,9 +280,14 @@ Status ParsePolicyFile(std::string_view file, const std::string& text, PolicySet
       Fail(root["domain"], "domain is over " + std::to_string(kMaxDomainBytes) + " bytes");
     }
     const bool shadow = root["shadow_mode"] && Bool(root["shadow_mode"], "shadow_mode");
+    PolicySet::Node* merged = options.merge_domains ? set->MutableDomain(domain) : nullptr;
     PolicySet::Node tree;
-    if (root["descriptors"]) ParseDescriptors(root["descriptors"], domain + ".", shadow, &tree);
-    if (Status added = set->AddDomain(domain, std::move(tree)); !added.ok()) {
+    if (root["descriptors"]) {
+      ParseDescriptors(root["descriptors"], domain + ".", shadow, &tree, merged);
+    }
+    if (merged != nullptr) {
+      MergeTopLevel(std::move(tree), merged);
+    } else if (Status added = set->AddDomain(domain, std::move(tree)); !added.ok()) {
       return error(root["domain"].Mark().line + 1, std::string(added.message()));
     }
     return Status::OK();
@@ -181,7 +298,7 @@ Status ParsePolicyFile(std::string_view file, const std::string& text, PolicySet
   }
 }
 
-Status LoadPolicyDir(const std::string& dir, PolicySet* set) {
+Status LoadPolicyDir(const std::string& dir, PolicySet* set, const PolicyLoadOptions& options) {
   std::error_code ec;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -197,9 +314,11 @@ Status LoadPolicyDir(const std::string& dir, PolicySet* set) {
     std::stringstream text;
     text << in.rdbuf();
     if (!in) return Status::IOError("cannot read policy file " + path.string());
-    if (Status parsed = ParsePolicyFile(path.string(), text.str(), set); !parsed.ok())
+    if (Status parsed = ParsePolicyFile(path.string(), text.str(), set, options); !parsed.ok()) {
       return parsed;
+    }
   }
+  set->Finish();
   return Status::OK();
 }
 

@@ -149,7 +149,7 @@ void RespSession::PolicyCheck(Args args, std::string* out) {
                          counted);
   const auto took = std::chrono::steady_clock::now() - started;
   shared_.decided->RecordLatency(shared_.worker, std::chrono::nanoseconds(took).count());
-  protocol::AppendMapHeader(9, resp_version_, out);
+  protocol::AppendMapHeader(10, resp_version_, out);
   // A descriptor without a limit, an unlimited one and a shadow denial pass.
   AppendDecision(outcome.decision, outcome.allowed(), out);
   AppendBulkString("kind", out);
@@ -161,6 +161,12 @@ void RespSession::PolicyCheck(Args args, std::string* out) {
     AppendBulkString(outcome.rule->name.empty() ? outcome.rule->full_key : outcome.rule->name, out);
   }
   AppendField("shadow_denied", outcome.shadow_denied ? 1 : 0, out);
+  AppendBulkString("metadata", out);  // the rule's, as JSON
+  if (outcome.rule == nullptr || outcome.rule->metadata_json.empty()) {
+    protocol::AppendNull(resp_version_, out);
+  } else {
+    AppendBulkString(outcome.rule->metadata_json, out);
+  }
 }
 
 void RespSession::AppendDecision(const Decision& decision, bool allowed, std::string* out) const {

@@ -16,8 +16,7 @@ static_assert(static_cast<int>(DescriptorOutcome::Kind::kLimited) ==
               static_cast<int>(protocol::PolicyOutcome::Kind::kLimited));
 
 RequestHandler::RequestHandler(Limiter* limiter, FrontCounters* counters, size_t stripe,
-                               StatsSource stats, PolicyStore* policies,
-                               ForgetMember forget_member)
+                               StatsSource stats, PolicyStore* policies, ForgetMember forget_member)
     : limiter_(limiter),
       counters_(counters),
       stripe_(stripe),
@@ -136,6 +135,7 @@ void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,
     }
     out.decision = in.decision;
     out.shadow_denied = in.shadow_denied;
+    out.quota_exceeded = in.quota_exceeded;
   }
   const size_t domain_slot =
       policies ? policies->DomainSlot(check.domain) : FrontCounters::kOtherDomain;

@@ -167,7 +167,12 @@ TEST_CASE("rls: a descriptor's limit override and hits_addend are honoured") {
   CHECK(f.response.statuses(0).current_limit().unit() == rls::RateLimitResponse::RateLimit::HOUR);
   CHECK(f.response.statuses(0).limit_remaining() == 6);
 
+  // Every unit of envoyproxy/ratelimit holds, a year (365 days) included; none is refused.
   request.mutable_descriptors(0)->mutable_limit()->set_unit(envoy::type::v3::YEAR);
+  REQUIRE(f.Call(request).ok());
+  CHECK(f.response.statuses(0).current_limit().unit() == rls::RateLimitResponse::RateLimit::YEAR);
+  CHECK(f.response.statuses(0).limit_remaining() == 6);
+  request.mutable_descriptors(0)->mutable_limit()->set_unit(envoy::type::v3::UNKNOWN);
   CHECK(f.Call(request).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
 }
 
@@ -201,6 +206,58 @@ TEST_CASE("rls: a full node answers RESOURCE_EXHAUSTED") {
     status = f.Call(request);
   }
   CHECK(status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+const char* kQuotaPolicy = R"(
+domain: q
+descriptors:
+  - {key: a, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1},
+     metadata: {name: a, owner: {team: edge}}}
+  - {key: b, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 5},
+     metadata: {name: b, port: 80, owner: {pager: true}}}
+)";
+
+// Dynamic metadata is off by default, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA.
+TEST_CASE("rls: no dynamic metadata unless asked for") {
+  Fixture f(kQuotaPolicy);
+  rls::RateLimitRequest request;
+  request.set_domain("q");
+  AddDescriptor(&request, {{"a", "1"}});
+  REQUIRE(f.Call(request).ok());
+  CHECK_FALSE(f.response.has_dynamic_metadata());
+}
+
+// With response_metadata: the request, and the merged metadata of the descriptors within their
+// limits; a quota-mode descriptor over its limit is OVER_LIMIT while the call is OK.
+TEST_CASE("rls: dynamic metadata and quota mode, as envoyproxy/ratelimit answers them") {
+  Fixture f(kQuotaPolicy, {.response_metadata = true});
+  rls::RateLimitRequest request;
+  request.set_domain("q");
+  request.set_hits_addend(1);
+  AddDescriptor(&request, {{"a", "1"}});
+  AddDescriptor(&request, {{"b", "1"}});
+  request.mutable_descriptors(1)->mutable_hits_addend()->set_value(1);
+  REQUIRE(f.Call(request).ok());
+  const auto& fields = f.response.dynamic_metadata().fields();
+  CHECK(fields.at("domain").string_value() == "q");
+  CHECK(fields.at("hitsAddend").number_value() == 1);
+  const auto& descriptors = fields.at("descriptors").list_value();
+  REQUIRE(descriptors.values_size() == 2);
+  const auto& second = descriptors.values(1).struct_value().fields();
+  CHECK(second.at("entries").list_value().values(0).string_value() == "b=1");
+  CHECK(second.at("hitsAddend").number_value() == 1);
+  const auto& merged = fields.at("metadata").struct_value().fields();
+  CHECK(merged.at("name").string_value() == "a");  // the first descriptor's value
+  CHECK(merged.at("port").number_value() == 80);
+  CHECK(merged.at("owner").struct_value().fields().size() == 2);  // maps merge field by field
+
+  REQUIRE(f.Call(request).ok());  // a is over its limit now, b within
+  CHECK(f.response.overall_code() == rls::RateLimitResponse::OK);
+  CHECK(f.response.statuses(0).code() == rls::RateLimitResponse::OVER_LIMIT);
+  CHECK(f.response.statuses(1).code() == rls::RateLimitResponse::OK);
+  const auto& passed = f.response.dynamic_metadata().fields().at("metadata").struct_value();
+  CHECK(passed.fields().at("name").string_value() == "b");  // a's left out
+  CHECK(f.handler->decided().Read().Total().quota_exceeded == 1);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ def main():
     assert sample("tally_checks_total", domain="edge", front="grpc", outcome="denied") == 5
     assert sample("tally_checks_total", domain="_other", front="grpc", outcome="allowed") == 1
     assert sample("tally_shadow_denied_total", domain="api", front="protocol") == 1
+    assert sample("tally_quota_exceeded_total", domain="edge", front="grpc") == 2
+    assert sample("tally_rule_checks_total", outcome="allowed", rule="edge.files_files/*") == 2
+    assert sample("tally_rule_quota_exceeded_total", rule="edge.files_files/*") == 1
     assert sample("tally_decision_duration_seconds_count", front="protocol") == 2
     assert sample("tally_decision_duration_seconds_bucket", front="protocol", le="5e-06") == 1
     assert sample("tally_decision_duration_seconds_bucket", front="protocol", le="+Inf") == 2

@@ -80,6 +80,7 @@ TEST_CASE("metrics: fronts by domain and outcome, with the latency histogram") {
   CHECK(HasLine(text, R"(tally_checks_total{domain="edge",front="grpc",outcome="denied"} 5)"));
   CHECK(HasLine(text, R"(tally_checks_total{domain="_other",front="grpc",outcome="allowed"} 1)"));
   CHECK(HasLine(text, R"(tally_shadow_denied_total{domain="api",front="protocol"} 1)"));
+  CHECK(HasLine(text, R"(tally_quota_exceeded_total{domain="edge",front="grpc"} 2)"));
   // A domain a front decided nothing in has no series there.
   CHECK(text.find(R"(domain="edge",front="protocol")") == std::string::npos);
   CHECK(HasLine(text, "# TYPE tally_decision_duration_seconds histogram"));
@@ -88,6 +89,19 @@ TEST_CASE("metrics: fronts by domain and outcome, with the latency histogram") {
   CHECK(HasLine(text, R"(tally_decision_duration_seconds_bucket{front="protocol",le="+Inf"} 2)"));
   CHECK(HasLine(text, R"(tally_decision_duration_seconds_count{front="grpc"} 1)"));
   CHECK(HasLine(text, R"(tally_decision_duration_seconds_sum{front="grpc"} 4e-05)"));
+}
+
+// Checks by policy rule: one series per rule name, and "_other" past the cap.
+TEST_CASE("metrics: policy rules by name and outcome") {
+  testing::SampleNode node;
+  const std::string text = RenderOf(node);
+  CHECK(HasLine(
+      text, R"(tally_rule_checks_total{outcome="allowed",rule="edge.remote_address_10.0.0.1"} 3)"));
+  CHECK(HasLine(
+      text, R"(tally_rule_checks_total{outcome="denied",rule="edge.remote_address_10.0.0.1"} 1)"));
+  CHECK(HasLine(text, R"(tally_rule_checks_total{outcome="error",rule="_other"} 1)"));
+  CHECK(HasLine(text, R"(tally_rule_shadow_denied_total{rule="edge.files_files/*"} 1)"));
+  CHECK(HasLine(text, R"(tally_rule_quota_exceeded_total{rule="edge.files_files/*"} 1)"));
 }
 
 // The node's stats become gauges and counters in base units; links, peers and members get labels.

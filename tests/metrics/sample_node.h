@@ -21,8 +21,9 @@ struct SampleNode {
     protocol.RecordLatency(0, 3'000);
     protocol.Count(1, 1, {.allowed = 1, .errors = 1, .shadow_denied = 1});
     protocol.RecordLatency(1, 2'000'000'000);  // 2 s: beyond the last bound
-    // grpc: "edge" (slot 2) 5 denied; a domain beyond the named slots, 1 allowed.
-    grpc.Count(FrontCounters::ThreadStripe(), 2, {.denied = 5});
+    // grpc: "edge" (slot 2) 5 denied and 2 allowed over quota-mode limits; a
+    // domain beyond the named slots, 1 allowed.
+    grpc.Count(FrontCounters::ThreadStripe(), 2, {.allowed = 2, .denied = 5, .quota_exceeded = 2});
     grpc.Count(FrontCounters::ThreadStripe(), FrontCounters::kOtherDomain, {.allowed = 1});
     grpc.RecordLatency(FrontCounters::ThreadStripe(), 40'000);
 
@@ -73,8 +74,16 @@ struct SampleNode {
                                 [] {
                                   return std::vector<std::string>{"", "api", "edge"};
                                 },
+                            .rule_series = [] { return rules; },
                             .readiness = &readiness};
   }
+
+  // Checks by policy rule: a rule with a value in its name, a shared
+  // wildcard, and the series past the cap.
+  static inline const RuleSeries rules = {
+      {"edge.remote_address_10.0.0.1", {.allowed = 3, .denied = 1}},
+      {"edge.files_files/*", {.allowed = 2, .shadow_denied = 1, .quota_exceeded = 1}},
+      {"_other", {.allowed = 7, .errors = 1}}};
 
   FrontCounters protocol{2, FrontCounters::Writers::kOnePerStripe};
   FrontCounters grpc{FrontCounters::kThreadStripes, FrontCounters::Writers::kAny};

@@ -207,22 +207,24 @@ TEST_CASE("resp: TALLY.POLICY decides by the node's policies") {
   testing::TempDir dir;
   std::ofstream(dir.Path("api.yaml"))
       << "domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n"
-         "      requests_per_unit: 3\n";
+         "      requests_per_unit: 3\n    metadata: {tier: gold}\n";
   std::unique_ptr<PolicyStore> policies;
   REQUIRE(PolicyStore::Open({dir.Path(""), 1000}, &policies).ok());
   Harness harness({}, policies.get());
   harness.Call({"HELLO", "3"});
   const std::string first = harness.Call({"TALLY.POLICY", "api", "user", "u1", "HITS", "2"});
-  CHECK(
-      first.starts_with("%9\r\n$7\r\nallowed\r\n:1\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1"));
+  CHECK(first.starts_with(
+      "%10\r\n$7\r\nallowed\r\n:1\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1"));
+  CHECK(first.ends_with("$8\r\nmetadata\r\n$15\r\n{\"tier\":\"gold\"}\r\n"));  // as JSON
   // the rule is named by its full key, as it has no name
   CHECK(first.find("$4\r\nkind\r\n$7\r\nlimited\r\n$4\r\nrule\r\n$8\r\napi.user\r\n") !=
         std::string::npos);
   CHECK(harness.Call({"TALLY.POLICY", "api", "user", "u1", "HITS", "2"})
-            .starts_with("%9\r\n$7\r\nallowed\r\n:0\r\n"));
+            .starts_with("%10\r\n$7\r\nallowed\r\n:0\r\n"));
   const std::string unknown = harness.Call({"TALLY.POLICY", "web", "user", "u1"});
-  CHECK(unknown.starts_with("%9\r\n$7\r\nallowed\r\n:1\r\n"));
+  CHECK(unknown.starts_with("%10\r\n$7\r\nallowed\r\n:1\r\n"));
   CHECK(unknown.find("$8\r\nno_limit\r\n$4\r\nrule\r\n_\r\n") != std::string::npos);
+  CHECK(unknown.ends_with("$8\r\nmetadata\r\n_\r\n"));  // no rule, no metadata
   CHECK(harness.Call({"TALLY.POLICY", "api", "user"}) ==
         "-ERR wrong number of arguments for 'tally.policy' command\r\n");
   CHECK(harness.Call({"TALLY.POLICY", "", "user", "u1"}).starts_with("-ERR "));
