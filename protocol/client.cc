@@ -236,6 +236,19 @@ Status Client::Inspect(const KeyLimit& limit, InspectReply* reply) {
   return status;
 }
 
+Status Client::ForgetMember(uint64_t member, bool* forgotten) {
+  Request request;
+  request.kind = RequestKind::kForgetMember;
+  request.member_id = member;
+  Response response;
+  if (Status status = Call(std::move(request), &response); !status.ok()) return status;
+  if (response.kind != ResponseKind::kForgetMember) {
+    return Status::Corruption("the node answered a forget with another kind of response");
+  }
+  *forgotten = response.member_forgotten;
+  return Status::OK();
+}
+
 Status Client::Reset(const KeyLimit& limit, bool* erased) {
   Response response;
   Status status = CallOnLimit(RequestKind::kReset, limit, ResponseKind::kReset, &response);

@@ -77,6 +77,11 @@ class Client {
   // Forgets one limit's state on the node; *erased says whether it held
   // any. A clustered node refuses unless limit.local (invalid_argument).
   Status Reset(const KeyLimit& limit, bool* erased);
+  // Tells a clustered node that member `member` is gone for good: every
+  // node stops dialling and counting it (Gossip::ForgetMember). *forgotten
+  // says whether it was counted until now. Unsupported on a node that does
+  // not gossip; invalid_argument for an unknown id or the node's own.
+  Status ForgetMember(uint64_t member, bool* forgotten);
 
   // Pipelining. Send encodes the request with the next id (returned in
   // *request_id) into the send buffer; Flush writes the buffer; Receive reads

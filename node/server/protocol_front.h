@@ -34,7 +34,7 @@ class ProtocolFront : public StreamFront {
   // the number of worker threads (SessionContext::worker_index is below it).
   ProtocolFront(Limiter* limiter, PolicyStore* policies, const protocol::FrameLimits& limits,
                 size_t workers, RequestHandler::StatsSource stats,
-                RequestHandler::ForgetMember forget_member);
+                RequestHandler::ForgetMember forget_member = {});
 
   std::unique_ptr<StreamSession> NewSession(const SessionContext& context) override;
   std::string TooManyConnections() const override;

@@ -15,7 +15,6 @@
 
 #include "cluster/local_cluster.h"
 #include "cluster/node_process.h"
-#include "protocol/codec.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 
@@ -154,20 +153,12 @@ TEST_CASE("membership: a killed node is detected as dead and rejoins on restart"
   CHECK(AllSee(*cluster, 2, MemberState::kAlive, 1));
 }
 
-// Asks the node to forget member `member` (tallyctl members forget): the response.
-protocol::Response ForgetAt(const LocalCluster& cluster, size_t node, uint64_t member) {
+// Asks the node to forget member `member`: whether it was counted until
+// then, or the refusal.
+Status ForgetAt(const LocalCluster& cluster, size_t node, uint64_t member, bool* forgotten) {
   std::unique_ptr<protocol::Client> client;
   REQUIRE(cluster.Connect(node, &client).ok());
-  protocol::Request request;
-  request.id = 1;
-  request.kind = protocol::RequestKind::kForgetMember;
-  request.member_id = member;
-  std::string frame;
-  protocol::EncodeRequest(request, &frame);
-  protocol::Response response;
-  REQUIRE(client->SendRaw(frame).ok());
-  REQUIRE(client->Receive(&response).ok());
-  return response;
+  return client->ForgetMember(member, forgotten);
 }
 
 // A member killed for good is forgotten at one node: every node sees it left
@@ -178,9 +169,11 @@ TEST_CASE("membership: a member gone for good is forgotten at one node, and at e
   auto cluster = StartCluster({});
   REQUIRE(cluster->Kill(2).ok());
   REQUIRE(PollUntil([&] { return AllSee(*cluster, 3, MemberState::kDead, 2); }, 5'000));
-  protocol::Response response = ForgetAt(*cluster, 0, 3);
-  REQUIRE(response.kind == protocol::ResponseKind::kForgetMember);
-  CHECK(response.member_forgotten);
+  std::string out;  // as an operator does it
+  REQUIRE(cluster::RunCommand({TALLYCTL_PATH, "--port", std::to_string(cluster->client_port(0)),
+                               "members", "forget", "3"},
+                              &out) == 0);
+  CHECK(out.find("forgotten: every node drops this member") != std::string::npos);
   CHECK(PollUntil([&] { return AllSee(*cluster, 3, MemberState::kLeft, 2); }, 2'000));
   CHECK(PollUntil([&] {
     for (size_t node = 0; node < 2; ++node) {
@@ -189,9 +182,11 @@ TEST_CASE("membership: a member gone for good is forgotten at one node, and at e
     }
     return true;
   }));
-  CHECK_FALSE(ForgetAt(*cluster, 1, 3).member_forgotten);  // left already
-  CHECK(ForgetAt(*cluster, 1, 99).error == protocol::ErrorCode::kInvalidArgument);
-  CHECK(ForgetAt(*cluster, 1, 2).error == protocol::ErrorCode::kInvalidArgument);  // its own
+  bool forgotten = true;
+  REQUIRE(ForgetAt(*cluster, 1, 3, &forgotten).ok());
+  CHECK_FALSE(forgotten);  // left already
+  CHECK(ForgetAt(*cluster, 1, 99, &forgotten).code() == Status::Code::kInvalidArgument);
+  CHECK(ForgetAt(*cluster, 1, 2, &forgotten).code() == Status::Code::kInvalidArgument);  // its own
   // One loss of a limit of 960 on the two members left: 960 / 64 = 15.
   for (size_t node = 0; node < 2; ++node) {
     std::unique_ptr<protocol::Client> client;
