@@ -179,11 +179,10 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
             return Status::Corruption("malformed frame: a member address over " +
                                       std::to_string(kMaxMemberAddressBytes) + " bytes");
           }
-          message->members.push_back({member.getNodeId(),
-                                      std::string(address.cStr(), address.size()),
-                                      member.getIncarnation(), member.getHeartbeat(),
-                                      member.getHeartbeatWallMs(), member.getLeft(),
-                                      member.getForgotten()});
+          message->members.push_back(
+              {member.getNodeId(), std::string(address.cStr(), address.size()),
+               member.getIncarnation(), member.getHeartbeat(), member.getHeartbeatWallMs(),
+               member.getLeft(), member.getForgotten()});
         }
         const auto losses = table.getLosses();
         if (losses.size() > kMaxCrashLosses) {

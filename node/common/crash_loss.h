@@ -28,7 +28,7 @@ struct CrashLoss {
   // The run that started after the loss; for a member an operator forgot
   // (gone for good), the forgotten run.
   uint64_t incarnation = 0;
-  int64_t at_ms = 0;         // wall clock when a node first noted it; never negative
+  int64_t at_ms = 0;  // wall clock when a node first noted it; never negative
   friend bool operator==(const CrashLoss&, const CrashLoss&) = default;
 };
 

@@ -359,13 +359,13 @@ TEST_CASE("request handler: forget member goes to the gossip, unsupported withou
   CHECK(response.kind == protocol::ResponseKind::kError);
   CHECK(response.error == protocol::ErrorCode::kUnsupported);
   std::vector<NodeId> asked;
-  RequestHandler clustered(&limiter, &counters, 0, [] { return protocol::StatsReply(); }, nullptr,
-                           [&asked](NodeId member, bool* forgotten) {
-                             asked.push_back(member);
-                             *forgotten = member == 7;
-                             return member == 9 ? Status::InvalidArgument("no member 9")
-                                                : Status::OK();
-                           });
+  RequestHandler clustered(
+      &limiter, &counters, 0, [] { return protocol::StatsReply(); }, nullptr,
+      [&asked](NodeId member, bool* forgotten) {
+        asked.push_back(member);
+        *forgotten = member == 7;
+        return member == 9 ? Status::InvalidArgument("no member 9") : Status::OK();
+      });
   clustered.Handle(request, &response);
   CHECK(response.kind == protocol::ResponseKind::kForgetMember);
   CHECK(response.member_forgotten);
