@@ -66,12 +66,10 @@ std::string Code(const std::string& text) { return text.empty() ? "" : "`" + tex
 
 // "`-h`, `--help`"
 std::string Names(const CLI::Option& option) {
-  std::string names;
-  for (const std::string& name : option.get_snames())
-    names += (names.empty() ? "" : ", ") + Code("-" + name);
-  for (const std::string& name : option.get_lnames())
-    names += (names.empty() ? "" : ", ") + Code("--" + name);
-  return names;
+  std::vector<std::string> names;
+  for (const std::string& name : option.get_snames()) names.push_back(Code("-" + name));
+  for (const std::string& name : option.get_lnames()) names.push_back(Code("--" + name));
+  return CLI::detail::join(names, ", ");
 }
 
 // Whether the option takes no value (--sync, --help).
