@@ -10,7 +10,6 @@
 //   tallyctl stats
 //   tallyctl cluster        (members as the node sees them, links, peers)
 //   tallyctl members forget ID   (a member gone for good: every node drops it)
-//   tallyctl members forget ID   (a member gone for good: every node drops it)
 //
 // TLS (a node started with --client-tls on): --tls, or --ca-file F; the
 // node's certificate is verified against F (else the system's CAs) and
@@ -425,16 +424,6 @@ int main(int argc, char** argv) {
   forget->add_option("id", forget_id, "The member's node id (tallyctl cluster lists them)")
       ->required()
       ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
-  CLI::App* members = app.add_subcommand("members", "Change the cluster's membership");
-  members->require_subcommand(1);
-  uint64_t forget_id = 0;
-  CLI::App* forget = members->add_subcommand(
-      "forget",
-      "Tell the cluster that member ID is gone for good: every node stops dialling it and no "
-      "longer counts it; what it kept back counts as lost (docs/operations.md)");
-  forget->add_option("id", forget_id, "The member's node id (tallyctl cluster lists them)")
-      ->required()
-      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   tally::bin::AddEnvironmentNames(&app, "TALLY_");  // TALLY_ADDR, TALLY_TIMEOUT_MS, ...
   try {
     app.parse(argc, argv);
@@ -504,19 +493,6 @@ int main(int argc, char** argv) {
       return PrintError(json, "error", status.ToString());
     }
     return stats->parsed() ? PrintStats(json, reply) : PrintCluster(json, reply);
-  }
-  if (forget->parsed()) {
-    bool forgotten = false;
-    if (tally::Status status = client->ForgetMember(forget_id, &forgotten); !status.ok()) {
-      return PrintError(json, "error", status.ToString());
-    }
-    if (json) {
-      PrintJson(Json{{"forgotten", forgotten}});
-    } else {
-      std::printf("%s\n", forgotten ? "forgotten: every node drops this member"
-                                    : "not counted already: it had left or was forgotten");
-    }
-    return kExitAllowed;
   }
   if (forget->parsed()) {
     bool forgotten = false;
