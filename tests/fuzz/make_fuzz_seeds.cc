@@ -144,6 +144,19 @@ descriptors:
     shadow_mode: true
     rate_limit: {requests_per_unit: 50, window_ms: 1500, algorithm: sliding_counter}
 )");
+  Write(dir, "envoy_keys.yaml", R"(domain: api
+descriptors:
+  - key: files
+    value: files/*/v*
+    share_threshold: true
+    value_to_metric: true
+    quota_mode: true
+    detailed_metric: true
+    metadata: {name: svc, port: 80, on: yes, tags: [a, "1"], owner: {team: edge}}
+    rate_limit: {unit: year, requests_per_unit: 1000}
+  - key: week
+    rate_limit: {unit: week, requests_per_unit: 7, name: w, replaces: [{name: x}]}
+)");
 }
 
 }  // namespace
