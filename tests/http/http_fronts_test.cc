@@ -2,6 +2,7 @@
 // statuses, headers and JSON out, decided by a real engine and real policies
 // on a ManualClock. No sockets.
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -119,6 +120,31 @@ TEST_CASE("check front: a shadow-mode denial answers 200 and says so") {
   CHECK(second.find("Retry-After") == std::string::npos);
   CHECK(BodyOf(second)["shadow_denied"] == true);
   CHECK(node.front->stats().shadow_denied == 1);
+}
+
+// Quota mode: over one quota while another has room answers 200, says so, and carries each
+// rule's metadata in the body.
+TEST_CASE("check front: a quota-mode excess answers 200 and says so, with metadata") {
+  Node node;
+  std::ofstream(node.dir.Path("quota.yaml"))
+      << "domain: quota\ndescriptors:\n"
+         "  - {key: a, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 1},\n"
+         "     metadata: {tier: gold}}\n"
+         "  - {key: b, quota_mode: true, rate_limit: {unit: hour, requests_per_unit: 5}}\n";
+  REQUIRE(node.policies->Reload().ok());
+  const std::string body =
+      R"({"domain": "quota", "descriptors": [{"entries": [{"key": "a", "value": "1"}]},)"
+      R"( {"entries": [{"key": "b", "value": "1"}]}]})";
+  CHECK(node.Post("/v1/policy", body).starts_with("HTTP/1.1 200"));
+  const std::string second = node.Post("/v1/policy", body);
+  CHECK(second.starts_with("HTTP/1.1 200"));
+  CHECK(second.find("Tally-Quota-Exceeded: 1\r\n") != std::string::npos);
+  const nlohmann::json decision = BodyOf(second);
+  CHECK(decision["quota_exceeded"] == true);
+  CHECK(decision["descriptors"][0]["quota_exceeded"] == true);
+  CHECK(decision["descriptors"][0]["metadata"] == nlohmann::json{{"tier", "gold"}});
+  CHECK_FALSE(decision["descriptors"][1].contains("metadata"));
+  CHECK(node.front->decided().Read().Total().quota_exceeded == 1);
 }
 
 // Bad input: a clear status and a JSON error, nothing counted.
