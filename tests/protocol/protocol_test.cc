@@ -485,6 +485,7 @@ TEST_CASE("protocol: policy checks and their outcomes round-trip") {
       Decision{.allowed = false, .limit = 10, .reset_after_ms = 5, .retry_after_ms = 7};
   limited.shadow_denied = true;
   response.policy_outcomes[3].kind = PolicyOutcome::Kind::kLimited;
+  response.policy_outcomes[3].quota_exceeded = true;  // the field travels whatever the kind
   response.policy_outcomes[3].error = ErrorCode::kResourceExhausted;
   response.policy_outcomes[3].error_message = "full";
   frame = Encoded(response);
@@ -497,6 +498,8 @@ TEST_CASE("protocol: policy checks and their outcomes round-trip") {
   CHECK(decoded.policy_outcomes[1].rule == "edge.path");
   CHECK(decoded.policy_outcomes[2].decision == limited.decision);
   CHECK(decoded.policy_outcomes[2].shadow_denied);
+  CHECK_FALSE(decoded.policy_outcomes[2].quota_exceeded);
+  CHECK(decoded.policy_outcomes[3].quota_exceeded);
   CHECK(decoded.policy_outcomes[2].spec.algorithm == Algorithm::kSlidingWindowCounter);
   CHECK(decoded.policy_outcomes[2].spec.window_ms == 60'000);
   CHECK(decoded.policy_outcomes[3].error == ErrorCode::kResourceExhausted);
