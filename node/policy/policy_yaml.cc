@@ -236,16 +236,17 @@ void ParseDescriptors(const YAML::Node& list, const std::string& parent_key, boo
       Fail(item["share_threshold"],
            "share_threshold needs a wildcard value (with '*'), and '" + full_key + "' has none");
     }
+    std::shared_ptr<const Metadata> metadata;  // the limit's; without one, read and dropped
+    if (const YAML::Node given = item["metadata"]; given && !given.IsNull()) {
+      if (!given.IsMap()) Fail(given, "metadata must be a mapping");
+      metadata = std::make_shared<const Metadata>(MetadataOf(given));
+    }
     if (item["rate_limit"]) {
       child->rule = ParseRateLimit(item["rate_limit"], full_key, item, domain_shadow);
-      if (const YAML::Node metadata = item["metadata"]; metadata && !metadata.IsNull()) {
-        if (!metadata.IsMap()) Fail(metadata, "metadata must be a mapping");
-        auto parsed = std::make_shared<const Metadata>(MetadataOf(metadata));
-        child->rule->metadata_json = MetadataJson(*parsed);
-        child->rule->metadata = std::move(parsed);
+      if (metadata != nullptr) {
+        child->rule->metadata_json = MetadataJson(*metadata);
+        child->rule->metadata = std::move(metadata);
       }
-    } else if (item["metadata"] && !item["metadata"].IsNull() && !item["metadata"].IsMap()) {
-      Fail(item["metadata"], "metadata must be a mapping");
     }
     if (item["descriptors"]) {
       ParseDescriptors(item["descriptors"], full_key + ".", domain_shadow, child);
