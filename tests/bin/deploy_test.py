@@ -259,12 +259,13 @@ def check_deb(build, version, allocator):
         for binary in ("tallyd", "tallyctl"):
             out = run([os.path.join(root, "usr/bin", binary), "--version"]).stdout
             check(out.split("\n")[0] == f"{binary} {version}", f"deb: {binary} --version: {out!r}")
-        check_client_library(build, root, listing)
+        check_client_library(build, root, listing, sanitized=allocator != "tcmalloc")
 
 
-def check_client_library(build, root, listing):
+def check_client_library(build, root, listing, sanitized):
     """The .deb's C++ client library: examples/cpp/check.cc builds with its headers, static
-    libraries and tally-client.pc alone, and checks against the .deb's own tallyd."""
+    libraries and tally-client.pc alone, and checks against the .deb's own tallyd. A
+    sanitized build's libraries need the sanitizers' runtime linked too."""
     for path in ("./usr/lib/libtally_client.a", "./usr/include/tally/protocol/client.h",
                  "./usr/lib/pkgconfig/tally-client.pc"):
         check(f" {path}\n" in listing, f"deb: holds {path}")
@@ -276,8 +277,9 @@ def check_client_library(build, root, listing):
     flags = run(["pkg-config", "--cflags", "--libs", "tally-client"], env=env)
     check(flags.returncode == 0, "deb: pkg-config finds tally-client: " + flags.stderr)
     binary = os.path.join(root, "check")
+    sanitizers = ["-fsanitize=address,undefined"] if sanitized else []
     built = run(["g++", "-std=c++20", os.path.join(source, "examples/cpp/check.cc"), "-o",
-                 binary] + flags.stdout.split())
+                 binary] + sanitizers + flags.stdout.split())
     check(built.returncode == 0, "deb: examples/cpp/check.cc builds against the client "
           "library: " + built.stdout + built.stderr)
     if built.returncode != 0:
