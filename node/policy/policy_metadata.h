@@ -16,17 +16,29 @@
 
 namespace tally {
 
+struct MetadataField;
+
 struct Metadata {
   enum class Kind { kNull, kBool, kNumber, kString, kList, kMap };
   Kind kind = Kind::kNull;
-  bool boolean = false;                                  // kBool
-  double number = 0;                                     // kNumber
-  std::string text;                                      // kString
-  std::vector<Metadata> items;                           // kList
-  std::vector<std::pair<std::string, Metadata>> fields;  // kMap: keys unique, in the file's order
+  bool boolean = false;               // kBool
+  double number = 0;                  // kNumber
+  std::string text;                   // kString
+  std::vector<Metadata> items;        // kList
+  std::vector<MetadataField> fields;  // kMap: keys unique, in the file's order
 
   // The field named `name` of a map; nullptr when absent (or not a map).
   const Metadata* Find(const std::string& name) const;
+};
+
+// One field of a map: its name and value, read as a pair's. A struct of its
+// own, not a std::pair: clang's checks of a pair of the still incomplete
+// Metadata inside Metadata fail (the fuzz build compiles with clang).
+struct MetadataField {
+  MetadataField(std::string name, Metadata value)
+      : first(std::move(name)), second(std::move(value)) {}
+  std::string first;
+  Metadata second;
 };
 
 // `value` as JSON text (whole numbers up to 2^53 without a fraction; strings
