@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Ninja compiles every target's objects in parallel (Make waits for each library's
+# dependencies); a build directory made before keeps its own generator.
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}
 
 bash .ci/install-deps
 
