@@ -1,6 +1,9 @@
 #include "node/server/protocol_front.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace tally {
 namespace {
@@ -8,9 +11,14 @@ namespace {
 // What a client is told of a frame that does not decode as a Request. The
 // decoder's own description quotes Cap'n Proto's internals: it goes to the log.
 constexpr char kNotARequest[] = "malformed frame: not a valid request message";
+// Checks decoded and decided together at most: a pipelining client's
+// requests share one engine batch up to this many (a longer pipeline makes
+// several passes). Requests that are not checks count one each.
+constexpr size_t kMaxPassChecks = 128;
 // Scratch kept between requests, so that a steady stream of small ones
 // allocates nothing; a large request's is freed once it is answered.
 constexpr size_t kKeptChecks = 128;
+constexpr size_t kKeptRequests = 32;
 
 // One connection speaking tally's protocol; owned by its worker's thread.
 class ProtocolSession : public StreamSession {
@@ -24,29 +32,50 @@ class ProtocolSession : public StreamSession {
         handler_(limiter, counters, context.worker_index, std::move(stats), policies,
                  std::move(forget_member)) {}
 
+  // Decodes every complete frame received (kMaxPassChecks' worth at a time),
+  // answers them together (RequestHandler::HandleAll) and encodes the answers
+  // in order. A frame refused answers the ones before it first.
   StreamProgress Answer(std::span<const std::byte> received, std::string* out) override {
     StreamProgress progress;
     for (;;) {
-      const std::span<const std::byte> rest = received.subspan(progress.consumed_bytes);
-      const protocol::FrameScan scan = protocol::ScanFrame(rest, limits_);
-      if (scan.state == protocol::FrameScan::State::kNeedMore) {
-        progress.wanted_bytes = scan.frame_bytes - rest.size();
-        return progress;
+      size_t decoded = 0;      // requests_[0, decoded) hold this pass's requests
+      size_t pass_bytes = 0;   // their frames' bytes
+      size_t pass_checks = 0;  // their checks; other requests count one
+      bool need_more = false;
+      std::optional<Refusal> refusal;
+      while (pass_checks < kMaxPassChecks) {
+        const std::span<const std::byte> rest =
+            received.subspan(progress.consumed_bytes + pass_bytes);
+        const protocol::FrameScan scan = protocol::ScanFrame(rest, limits_);
+        if (scan.state == protocol::FrameScan::State::kNeedMore) {
+          progress.wanted_bytes = scan.frame_bytes - rest.size();
+          need_more = true;
+          break;
+        }
+        if (scan.state == protocol::FrameScan::State::kInvalid) {
+          refusal = Refusal{scan.error, scan.error_message, scan.error_message};
+          break;
+        }
+        if (decoded == requests_.size()) requests_.emplace_back();
+        const Status status =
+            protocol::DecodeRequest(rest.first(scan.frame_bytes), limits_, &requests_[decoded]);
+        if (!status.ok()) {
+          const protocol::ErrorCode code = protocol::ErrorCodeFor(status);
+          const bool malformed = code == protocol::ErrorCode::kMalformedFrame;
+          refusal = Refusal{code, malformed ? kNotARequest : std::string(status.message()),
+                            std::string(status.message())};
+          break;
+        }
+        pass_checks += std::max<size_t>(requests_[decoded].checks.size(), 1);
+        pass_bytes += scan.frame_bytes;
+        ++decoded;
       }
-      if (scan.state == protocol::FrameScan::State::kInvalid) {
-        return RefuseFrame(scan.error, scan.error_message, scan.error_message, progress, out);
-      }
-      const Status decoded =
-          protocol::DecodeRequest(rest.first(scan.frame_bytes), limits_, &request_);
-      if (!decoded.ok()) {
-        const protocol::ErrorCode code = protocol::ErrorCodeFor(decoded);
-        const bool malformed = code == protocol::ErrorCode::kMalformedFrame;
-        return RefuseFrame(code, malformed ? kNotARequest : std::string(decoded.message()),
-                           decoded.message(), progress, out);
-      }
-      handler_.Handle(request_, &response_);
-      protocol::EncodeResponse(response_, out);
-      progress.consumed_bytes += scan.frame_bytes;
+      if (responses_.size() < decoded) responses_.resize(decoded);
+      handler_.HandleAll(std::span(requests_).first(decoded), std::span(responses_).first(decoded));
+      for (size_t i = 0; i < decoded; ++i) protocol::EncodeResponse(responses_[i], out);
+      progress.consumed_bytes += pass_bytes;
+      if (refusal) return RefuseFrame(*refusal, progress, out);
+      if (need_more) return progress;
     }
   }
 
@@ -55,18 +84,29 @@ class ProtocolSession : public StreamSession {
   }
 
   void TrimMemory() override {
-    if (request_.checks.capacity() > kKeptChecks) request_ = protocol::Request();
-    if (response_.outcomes.capacity() > kKeptChecks) response_ = protocol::Response();
+    if (requests_.size() > kKeptRequests) requests_.resize(kKeptRequests);
+    if (responses_.size() > kKeptRequests) responses_.resize(kKeptRequests);
+    for (protocol::Request& request : requests_) {
+      if (request.checks.capacity() > kKeptChecks) request = protocol::Request();
+    }
+    for (protocol::Response& response : responses_) {
+      if (response.outcomes.capacity() > kKeptChecks) response = protocol::Response();
+    }
     handler_.TrimScratch(kKeptChecks);
   }
 
  private:
-  // Queues an error frame saying `reply`, logs `detail` (rate-limited), and
-  // closes the connection once the frame is written.
-  StreamProgress RefuseFrame(protocol::ErrorCode code, std::string reply, std::string_view detail,
-                             StreamProgress progress, std::string* out) {
-    log_->Warn("closing connection from " + peer_ + ": " + std::string(detail));
-    *out += ErrorFrame(code, std::move(reply));
+  struct Refusal {
+    protocol::ErrorCode code;
+    std::string reply;   // to the client
+    std::string detail;  // to the log
+  };
+
+  // Queues an error frame saying the refusal's reply, logs its detail
+  // (rate-limited), and closes the connection once the frame is written.
+  StreamProgress RefuseFrame(const Refusal& refusal, StreamProgress progress, std::string* out) {
+    log_->Warn("closing connection from " + peer_ + ": " + refusal.detail);
+    *out += ErrorFrame(refusal.code, refusal.reply);
     progress.close = true;
     return progress;
   }
@@ -75,8 +115,10 @@ class ProtocolSession : public StreamSession {
   RateLimitedLog* const log_;
   const protocol::FrameLimits& limits_;
   RequestHandler handler_;
-  protocol::Request request_;    // string_views into the received bytes, valid during Answer
-  protocol::Response response_;  // reused: its vectors keep their memory
+  // One pass's requests (string_views into the received bytes, valid during
+  // Answer) and their answers; reused, so their vectors keep their memory.
+  std::vector<protocol::Request> requests_;
+  std::vector<protocol::Response> responses_;
 };
 
 }  // namespace

@@ -1,6 +1,9 @@
 // ProtocolFront: tally's own protocol (Cap'n Proto frames, protocol/codec.h)
 // as a StreamFront of the Server. Each session decodes complete frames in
-// place, answers them with a RequestHandler and encodes the responses.
+// place, answers them with a RequestHandler and encodes the responses. The
+// frames of one read are answered together (RequestHandler::HandleAll): a
+// pipelining client's checks go to the engine as one batch, whose cache
+// hints overlap their memory accesses.
 //
 // A frame that fails ScanFrame or decoding gets an error frame
 // (kMalformedFrame, kFrameTooLarge, or kInvalidArgument for too many checks;

@@ -24,31 +24,37 @@ RequestHandler::RequestHandler(Limiter* limiter, FrontCounters* counters, size_t
       policies_(policies),
       forget_member_(std::move(forget_member)) {}
 
-void RequestHandler::Handle(const protocol::Request& request, protocol::Response* response) {
+namespace {
+
+// Starts the answer to `request` afresh, keeping the response's memory.
+void StartResponse(const protocol::Request& request, protocol::Response* response) {
   response->id = request.id;
   response->outcomes.clear();
   response->policy_outcomes.clear();
   response->error = protocol::ErrorCode::kOk;
   response->error_message.clear();
+}
+
+}  // namespace
+
+void RequestHandler::Handle(const protocol::Request& request, protocol::Response* response) {
+  if (request.kind == protocol::RequestKind::kCheck) {
+    return HandleChecks(std::span(&request, 1), std::span(response, 1));
+  }
+  StartResponse(request, response);
   const auto started = std::chrono::steady_clock::now();
-  const auto record_latency = [&] {
-    const auto took = std::chrono::steady_clock::now() - started;
-    counters_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count());
-  };
   switch (request.kind) {
-    case protocol::RequestKind::kCheck:
-      response->kind = protocol::ResponseKind::kCheck;
-      HandleChecks(request, response);
-      record_latency();
-      return;
+    case protocol::RequestKind::kCheck: return;  // answered above
     case protocol::RequestKind::kStats:
       response->kind = protocol::ResponseKind::kStats;
       response->stats = stats_();
       return;
-    case protocol::RequestKind::kPolicyCheck:
+    case protocol::RequestKind::kPolicyCheck: {
       HandlePolicyCheck(request.policy_check, response);
-      record_latency();
+      const auto took = std::chrono::steady_clock::now() - started;
+      counters_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count());
       return;
+    }
     case protocol::RequestKind::kInspect: HandleInspect(request.key_limit, response); return;
     case protocol::RequestKind::kReset: HandleReset(request.key_limit, response); return;
     case protocol::RequestKind::kForgetMember:
@@ -62,38 +68,63 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
   response->error_message = "this server does not know that request kind";
 }
 
+void RequestHandler::HandleAll(std::span<const protocol::Request> requests,
+                               std::span<protocol::Response> responses) {
+  size_t begin = 0;
+  while (begin < requests.size()) {
+    if (requests[begin].kind != protocol::RequestKind::kCheck) {
+      Handle(requests[begin], &responses[begin]);
+      ++begin;
+      continue;
+    }
+    size_t end = begin + 1;
+    while (end < requests.size() && requests[end].kind == protocol::RequestKind::kCheck) ++end;
+    HandleChecks(requests.subspan(begin, end - begin), responses.subspan(begin, end - begin));
+    begin = end;
+  }
+}
+
 void RequestHandler::TrimScratch(size_t kept_checks) {
   if (batch_.capacity() > kept_checks) std::vector<Limiter::CheckRequest>().swap(batch_);
   if (results_.capacity() > kept_checks) std::vector<Limiter::CheckResult>().swap(results_);
 }
 
-void RequestHandler::HandleChecks(const protocol::Request& request, protocol::Response* response) {
-  const size_t count = request.checks.size();
-  batch_.resize(count);
-  results_.resize(count);
-  for (size_t i = 0; i < count; ++i) {
-    const protocol::Check& check = request.checks[i];
-    batch_[i] = Limiter::CheckRequest{check.key, check.spec, check.cost};
+void RequestHandler::HandleChecks(std::span<const protocol::Request> requests,
+                                  std::span<protocol::Response> responses) {
+  const auto started = std::chrono::steady_clock::now();
+  batch_.clear();
+  for (const protocol::Request& request : requests) {
+    for (const protocol::Check& check : request.checks) {
+      batch_.push_back(Limiter::CheckRequest{check.key, check.spec, check.cost});
+    }
   }
+  results_.resize(batch_.size());
   limiter_->CheckBatch(batch_, results_);
 
-  response->outcomes.resize(count);
   FrontCounters::Outcomes counted;
-  for (size_t i = 0; i < count; ++i) {
-    protocol::CheckOutcome& outcome = response->outcomes[i];
-    const Limiter::CheckResult& result = results_[i];
-    outcome.error = protocol::ErrorCodeFor(result.status);
-    if (result.status.ok()) {
-      outcome.error_message.clear();
-      outcome.decision = result.decision;
-      ++(result.decision.allowed ? counted.allowed : counted.denied);
-    } else {
-      outcome.error_message.assign(result.status.message());
-      outcome.decision = Decision();
-      ++counted.errors;
+  const Limiter::CheckResult* result = results_.data();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    protocol::Response& response = responses[i];
+    StartResponse(requests[i], &response);
+    response.kind = protocol::ResponseKind::kCheck;
+    response.outcomes.resize(requests[i].checks.size());
+    for (protocol::CheckOutcome& outcome : response.outcomes) {
+      outcome.error = protocol::ErrorCodeFor(result->status);
+      if (result->status.ok()) {
+        outcome.error_message.clear();
+        outcome.decision = result->decision;
+        ++(result->decision.allowed ? counted.allowed : counted.denied);
+      } else {
+        outcome.error_message.assign(result->status.message());
+        outcome.decision = Decision();
+        ++counted.errors;
+      }
+      ++result;
     }
   }
   counters_->Count(stripe_, FrontCounters::kNoDomain, counted);
+  const auto took = std::chrono::steady_clock::now() - started;
+  counters_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count(), requests.size());
 }
 
 void RequestHandler::HandlePolicyCheck(const protocol::PolicyCheck& check,

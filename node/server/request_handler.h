@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "node/common/front_counters.h"
@@ -48,11 +49,19 @@ class RequestHandler {
   // Fills *response (its previous contents are replaced; its vectors' memory
   // is reused) with the answer to `request`.
   void Handle(const protocol::Request& request, protocol::Response* response);
+  // Answers requests[i] into responses[i] (sizes equal), in order, as Handle
+  // would. The checks of consecutive check requests go to the engine in one
+  // Limiter::CheckBatch, which overlaps their memory accesses: a pipelining
+  // client's requests arrive together. Each of them is counted as taking the
+  // whole batch's time, since their answers leave together.
+  void HandleAll(std::span<const protocol::Request> requests,
+                 std::span<protocol::Response> responses);
   // Frees the scratch space if a large request grew it past `kept_checks`.
   void TrimScratch(size_t kept_checks);
 
  private:
-  void HandleChecks(const protocol::Request& request, protocol::Response* response);
+  void HandleChecks(std::span<const protocol::Request> requests,
+                    std::span<protocol::Response> responses);
   void HandlePolicyCheck(const protocol::PolicyCheck& check, protocol::Response* response);
   void HandleInspect(const protocol::KeyLimit& limit, protocol::Response* response);
   void HandleReset(const protocol::KeyLimit& limit, protocol::Response* response);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -68,6 +69,37 @@ TEST_CASE("request handler: decides a batch in order and counts allowed and deni
   // Checks with their own limit count under no domain; the request was timed once.
   CHECK(f.counters.Read().by_domain[FrontCounters::kNoDomain].checks() == 3);
   CHECK(f.counters.Read().latency_count == 1);
+}
+
+// Requests answered together keep their order: checks around another kind of request are
+// decided in sequence, each answer has its request's id, and each check request is timed once.
+TEST_CASE("request handler: HandleAll answers a pipeline in order, around other kinds") {
+  Fixture f;
+  std::vector<protocol::Request> requests(4);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].id = 100 + i;
+    requests[i].checks = {Fixture::CheckOf("a", 2)};
+  }
+  requests[1].kind = protocol::RequestKind::kStats;
+  requests[1].checks.clear();
+  std::vector<protocol::Response> responses(4);
+  responses[3].outcomes.resize(5);  // a reused response is replaced
+  f.handler.HandleAll(requests, responses);
+
+  for (size_t i = 0; i < responses.size(); ++i) CHECK(responses[i].id == 100 + i);
+  CHECK(responses[1].kind == protocol::ResponseKind::kStats);
+  CHECK(responses[1].stats.uptime_ms == 1234);
+  for (const size_t i : {0, 2, 3}) {
+    CHECK(responses[i].kind == protocol::ResponseKind::kCheck);
+    REQUIRE(responses[i].outcomes.size() == 1);
+  }
+  CHECK(responses[0].outcomes[0].decision.allowed);
+  CHECK(responses[2].outcomes[0].decision.allowed);
+  CHECK(responses[2].outcomes[0].decision.remaining == 0);
+  CHECK_FALSE(responses[3].outcomes[0].decision.allowed);
+  CHECK(Total(f.counters).checks() == 3);
+  CHECK(Total(f.counters).denied == 1);
+  CHECK(f.counters.Read().latency_count == 3);
 }
 
 // A bad check becomes that check's error; the others in the batch are still decided.
