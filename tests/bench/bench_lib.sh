@@ -106,7 +106,7 @@ bench_stop() {
 }
 
 # bench_start_tallyd LOG PORT_FILE TIMEOUT_S [TALLYD_OPTION...]: starts
-# $build_dir/bin/tallyd on CPU 0 on a free loopback port and waits up to
+# $tallyd_binary (default $build_dir/bin/tallyd) on CPU 0 on a free loopback port and waits up to
 # TIMEOUT_S seconds for it to listen (PORT_FILE written). Sets tallyd_pid,
 # tallyd_port, and tallyd_start_us / tallyd_listen_us: when it was started and
 # when the port file was seen (polled every 5 ms). Exits if tallyd did not start.
@@ -115,7 +115,7 @@ bench_start_tallyd() {
   shift 3
   rm -f "$port_file"
   tallyd_start_us=$(bench_now_us)
-  bench_spawn "$log" "${server_cpu[@]}" "$build_dir/bin/tallyd" --address 127.0.0.1 --port 0 \
+  bench_spawn "$log" "${server_cpu[@]}" "${tallyd_binary:-$build_dir/bin/tallyd}" --address 127.0.0.1 --port 0 \
     --port-file "$port_file" "$@"
   tallyd_pid=$bench_pid
   bench_wait_for_file "$port_file" "$tallyd_pid" "$timeout_s" || listening=no
