@@ -21,8 +21,9 @@
 # The limits are high enough that nothing is denied, so both sides do the
 # same work on every request. Redis is flushed before each of its runs. A
 # first check shows that the GCRA script and CL.THROTTLE answer a new key alike.
-# Prints the runs (ops/s, p50 and p99 in ms, from redis-benchmark's CSV), the
-# ratios tally / Redis, and the issue's goals; all results go to
+# Prints the runs (ops/s, p50 and p99 in ms, from redis-benchmark's CSV, and
+# the server's CPU per request: its user + system time over the run, from
+# /proc), the ratios tally / Redis, and the issue's goals; all results go to
 # $BUILD_DIR/resp_bench.json (a JSON array).
 #
 # On a machine shared with other work the figures drift from run to run:
@@ -101,7 +102,8 @@ results=()
 # run LABEL PIPELINE ROUND: one redis-benchmark run of LABEL's command; its
 # figures go to $work_dir/LABEL-pPIPELINE-rROUND.result (one JSON object).
 run() {
-  local label=$1 pipeline=$2 round=$3 port=$redis_port command=() csv
+  local label=$1 pipeline=$2 round=$3 port=$redis_port server_pid=$redis_pid command=() csv
+  local cpu_before_ms server_ns
   case "$label" in
     tally-throttle) command=(CL.THROTTLE key:__rand_int__ 1000 1000 1) ;;
     redis-gcra) command=(EVALSHA "$gcra_sha" 1 key:__rand_int__ 1000 1000 1 1) ;;
@@ -109,21 +111,26 @@ run() {
     redis-counter) command=(EVALSHA "$counter_sha" 1 key:__rand_int__ 1000000 60000) ;;
     redis-incr) command=(INCR key:__rand_int__) ;;
   esac
-  [[ $label != tally-* ]] || port=$resp_port
+  [[ $label != tally-* ]] || { port=$resp_port; server_pid=$tallyd_pid; }
   [ "$port" = "$resp_port" ] || redis-cli -p "$redis_port" FLUSHALL >/dev/null
+  cpu_before_ms=$(bench_cpu_ms "$server_pid")
   csv=$("${client_cpu[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$requests" \
     -r "$keys" -P "$pipeline" --csv "${command[@]}" 2>/dev/null | tail -n 1 | tr -d '"')
   # test,rps,avg_latency_ms,min_latency_ms,p50_latency_ms,p95_latency_ms,p99_latency_ms,max_latency_ms
   IFS=, read -r _ rps _ _ p50 _ p99 _ <<<"$csv"
-  printf '{"label": "%s", "pipeline": %s, "round": %s, "ops_per_s": %s, "p50_ms": %s, "p99_ms": %s}\n' \
-    "$label" "$pipeline" "$round" "$rps" "$p50" "$p99" >"$work_dir/$label-p$pipeline-r$round.result"
+  server_ns=$(awk -v ms=$(($(bench_cpu_ms "$server_pid") - cpu_before_ms)) -v n="$requests" \
+    'BEGIN { printf "%.0f", ms * 1e6 / n }')
+  printf '{"label": "%s", "pipeline": %s, "round": %s, "ops_per_s": %s, "p50_ms": %s, "p99_ms": %s, "server_ns_per_request": %s}\n' \
+    "$label" "$pipeline" "$round" "$rps" "$p50" "$p99" "$server_ns" \
+    >"$work_dir/$label-p$pipeline-r$round.result"
   results+=("$work_dir/$label-p$pipeline-r$round.result")
-  printf "%-15s %3s %5s %12.0f %8s %8s\n" "$label" "$pipeline" "$round" "$rps" "$p50" "$p99"
+  printf "%-15s %3s %5s %12.0f %8s %8s %10s\n" "$label" "$pipeline" "$round" "$rps" "$p50" "$p99" \
+    "$server_ns"
 }
 
 labels=(tally-throttle redis-gcra tally-counter redis-counter redis-incr)
 echo
-printf "%-15s %3s %5s %12s %8s %8s\n" scenario -P round ops/s p50_ms p99_ms
+printf "%-15s %3s %5s %12s %8s %8s %10s\n" scenario -P round ops/s p50_ms p99_ms server_ns
 for round in $(seq "$rounds"); do
   for pipeline in 1 16; do
     for label in "${labels[@]}"; do run "$label" "$pipeline" "$round"; done
