@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --nodes and --tallyd also after the subcommand
   app.add_option("--tallyd", options.tallyd_path, "The tallyd binary")->capture_default_str();
   app.add_option("--nodes", options.nodes, "Nodes in the cluster")
-      ->check(CLI::Range(size_t{1}, size_t{16}))
+      ->check(CLI::Range(size_t{1}, size_t{64}))
       ->capture_default_str();
   CLI::App* demo =
       app.add_subcommand("demo", "Local-only nodes against a tally cluster, side by side");

@@ -68,9 +68,12 @@
 //        that they keep up; the largest measured span of the sends is
 //        reported); --burst-trials trials, each on a fresh key; mean and max.
 //     The clients run pinned to --loadgen-cpu, away from the nodes.
+//  8. what a cluster costs by its size (scale_bench.cc; --scale-nodes, 3 to
+//     64): formation through one seed, CPU and memory per node at rest,
+//     false suspicions, failure detection and leave. Only with --only scale.
 //
-// --only admission, membership, overhead or accuracy runs only part 1, 5, 6 or 7; --bucket-only
-// only 1c and 3b; by default every part runs.
+// --only admission, membership, overhead, accuracy or scale runs only part 1, 5, 6, 7 or 8;
+// --bucket-only only 1c and 3b; by default every part but 8 runs.
 //
 // The nodes inherit this process's CPU affinity (the script pins it to CPU
 // 0); tally-loadgen runs pinned to --loadgen-cpu, so that one node and a
@@ -99,8 +102,10 @@ namespace {
 using tally::Status;
 using tally::bench::Die;
 using tally::bench::Json;
+using tally::bench::MsSince;
 using tally::bench::Settings;
 using tally::bench::Start;
+using tally::bench::UntilAllSee;
 using tally::cluster::LocalCluster;
 using Clock = std::chrono::steady_clock;
 
@@ -311,31 +316,6 @@ void BucketAdmission(const Settings& settings, size_t nodes) {
       }
     }
   }
-}
-
-// Milliseconds since `start`.
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// Polls every 10 ms (at most 30 s): until every running node but `except`
-// shows member `node_id` in `state`; returns the ms since `start`.
-double UntilAllSee(LocalCluster& cluster, uint64_t node_id, tally::protocol::MemberState state,
-                   size_t except, Clock::time_point start) {
-  while (MsSince(start) < 30'000) {
-    bool all = true;
-    for (size_t node = 0; node < cluster.size() && all; ++node) {
-      if (node == except || !cluster.running(node)) continue;
-      tally::protocol::StatsReply stats;
-      all = cluster.Stats(node, &stats).ok() &&
-            std::any_of(stats.members.begin(), stats.members.end(), [&](const auto& member) {
-              return member.node_id == node_id && member.state == state;
-            });
-    }
-    if (all) return MsSince(start);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  Die("membership", Status::Unavailable("no agreement within 30 s"));
 }
 
 // 5. Failure detection, rejoin and leave.
@@ -563,8 +543,9 @@ int main(int argc, char** argv) {
                                           "Only the token bucket's figures (1c and 3b)");
   app.add_option("--only", settings.only,
                  "Only the counters' admission per window (1), failure detection (5), the "
-                 "replication overhead factor (6) or the accuracy against one central node (7)")
-      ->check(CLI::IsMember({"admission", "membership", "overhead", "accuracy"}))
+                 "replication overhead factor (6), the accuracy against one central node (7) or "
+                 "what a cluster costs by its size (8; not run otherwise)")
+      ->check(CLI::IsMember({"admission", "membership", "overhead", "accuracy", "scale"}))
       ->excludes(bucket_only);
   app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
       ->capture_default_str();
@@ -576,6 +557,14 @@ int main(int argc, char** argv) {
                  "Windows per Poisson run of part 7")
       ->capture_default_str();
   app.add_option("--burst-trials", settings.burst_trials, "Coordinated bursts per mode in part 7")
+      ->capture_default_str();
+  app.add_option("--scale-nodes", settings.scale_nodes, "Cluster sizes of part 8")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{64}))
+      ->capture_default_str();
+  app.add_option("--scale-quiet-s", settings.scale_quiet_s,
+                 "Seconds at rest per size in part 8 (CPU, false suspicions)")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   std::vector<std::string> algorithm_names;
   app.add_option("--algorithms", algorithm_names,
@@ -633,6 +622,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (settings.only == "scale") tally::bench::Scale(settings);
   if (!json_path.empty()) tally::bench::WriteJson(json_path);
   return 0;
 }

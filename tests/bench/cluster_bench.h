@@ -5,6 +5,7 @@
 // Thread safety: none; the benchmark's main thread calls all of it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "cluster/local_cluster.h"
 #include "node/common/status.h"
+#include "protocol/messages.h"
 
 namespace tally::bench {
 
@@ -37,6 +39,8 @@ struct Settings {
   int burst_trials = 5;                  // coordinated bursts per mode of the accuracy part
   // The algorithms the admission and accuracy parts measure, each its own rows.
   std::vector<Algorithm> algorithms = {Algorithm::kSlidingWindowCounter};
+  std::vector<size_t> scale_nodes = {3, 8, 16, 32, 64};  // the sizes of the scale part
+  int scale_quiet_s = 60;                                // at rest per size, in the scale part
 };
 
 // Adds one row (a JSON object) to the results; WriteJson writes them all as
@@ -51,6 +55,15 @@ void WriteJson(const std::string& path);
 std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
                                              std::vector<std::string> flags = {});
 
+// Milliseconds since `start`.
+double MsSince(std::chrono::steady_clock::time_point start);
+
+// Polls every 10 ms (at most 30 s): until every running node but `except`
+// shows member `node_id` in `state`; returns the ms since `start`. Dies when
+// they do not agree within 30 s.
+double UntilAllSee(cluster::LocalCluster& cluster, uint64_t node_id, protocol::MemberState state,
+                   size_t except, std::chrono::steady_clock::time_point start);
+
 // Runs tally-loadgen (settings.connections connections, depth 16, pinned to
 // settings.loadgen_cpu) against every node of `cluster`, with `load_args`
 // saying what to send (--keys, --duration-ms or --requests, --algorithm...);
@@ -62,5 +75,6 @@ nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& clust
 // The parts in files of their own.
 void Overhead(const Settings& settings);                                     // overhead_bench.cc
 void Accuracy(const Settings& settings, size_t nodes, Algorithm algorithm);  // accuracy_bench.cc
+void Scale(const Settings& settings);                                        // scale_bench.cc
 
 }  // namespace tally::bench

@@ -1,7 +1,10 @@
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "cluster/node_process.h"
 #include "tests/bench/cluster_bench.h"
@@ -42,6 +45,29 @@ std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t no
     Die("start", status);
   }
   return cluster;
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+double UntilAllSee(cluster::LocalCluster& cluster, uint64_t node_id, protocol::MemberState state,
+                   size_t except, std::chrono::steady_clock::time_point start) {
+  while (MsSince(start) < 30'000) {
+    bool all = true;
+    for (size_t node = 0; node < cluster.size() && all; ++node) {
+      if (node == except || !cluster.running(node)) continue;
+      protocol::StatsReply stats;
+      all = cluster.Stats(node, &stats).ok() &&
+            std::any_of(stats.members.begin(), stats.members.end(), [&](const auto& member) {
+              return member.node_id == node_id && member.state == state;
+            });
+    }
+    if (all) return MsSince(start);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Die("membership", Status::Unavailable("no agreement within 30 s"));
 }
 
 nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& cluster,

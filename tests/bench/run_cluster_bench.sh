@@ -14,10 +14,14 @@
 # overhead factor, about 16 minutes; "accuracy": only the accuracy against one
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
 # ACCURACY_WINDOWS (10), BURST_TRIALS (5), ALGORITHMS (sliding_counter: the
-# admission and accuracy parts' algorithms, comma-separated). For example:
+# admission and accuracy parts' algorithms, comma-separated), SCALE_NODES
+# (3,8,16,32,64) and SCALE_QUIET_S (60) for ONLY=scale: what a cluster costs by
+# its size, run only when asked, unpinned (64 idle nodes would fill one core),
+# about 8 minutes. For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ACCURACY_WINDOWS=20 bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ALGORITHMS=sliding_log,token_bucket bash tests/bench/run_cluster_bench.sh
+#   ONLY=scale SCALE_NODES=3,16,64 bash tests/bench/run_cluster_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${BUILD_DIR:-build}
@@ -27,6 +31,10 @@ bench_build "$build_dir" tallyd tally-loadgen cluster_bench
 bench_init
 loadgen_cpu=1
 [ ${#client_cpu[@]} -gt 0 ] || loadgen_cpu=-1
+if [ "${ONLY:-}" = scale ]; then
+  server_cpu=()
+  loadgen_cpu=-1
+fi
 "${server_cpu[@]}" "$build_dir/bin/cluster_bench" \
   --tallyd "$build_dir/bin/tallyd" --loadgen "$build_dir/bin/tally-loadgen" \
   --loadgen-cpu "$loadgen_cpu" --windows "${WINDOWS:-3}" --samples "${SAMPLES:-200}" \
@@ -34,4 +42,5 @@ loadgen_cpu=1
   --overhead-checks "${OVERHEAD_CHECKS:-1500000}" --overhead-runs "${OVERHEAD_RUNS:-3}" \
   --accuracy-windows "${ACCURACY_WINDOWS:-10}" --burst-trials "${BURST_TRIALS:-5}" \
   --algorithms "${ALGORITHMS:-sliding_counter}" \
+  --scale-nodes "${SCALE_NODES:-3,8,16,32,64}" --scale-quiet-s "${SCALE_QUIET_S:-60}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
