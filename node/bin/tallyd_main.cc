@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
                "relays the key (which sends every node's counts of it on at once, up to "
                "--gossip-max-delay-ms later); and relay for no one");
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
-                 "Send every live key to each peer this often (and after each reconnect)")
+                 "Anti-entropy this often: each peer gets the keys of every shard changed since "
+                 "it last had them; every tenth time, and after each reconnect, every live key")
       ->check(tally::bin::InRange(100, kDayMs))
       ->capture_default_str();
   app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,

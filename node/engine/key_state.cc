@@ -452,4 +452,24 @@ bool IsExpired(const BucketEntry& entry, Algorithm /*algorithm*/, uint64_t windo
          BucketFullBy(entry.state, window_ms, now_ms);
 }
 
+uint64_t ReplicaWeight(const CounterEntry& entry) {
+  return CurrentTotal(entry) + PreviousTotal(entry);
+}
+
+uint64_t ReplicaWeight(const LogEntry& entry) {
+  uint64_t weight = entry.own.live_total;
+  if (entry.remote) {
+    for (const auto& [node, log] : entry.remote->nodes) weight += log.live_total;
+  }
+  return weight;
+}
+
+uint64_t ReplicaWeight(const BucketEntry& entry) {
+  uint64_t weight = entry.state.capacity + entry.state.base_debt;
+  for (const NodeSlices& node : entry.state.nodes) {
+    for (const uint32_t count : node.counts) weight += count;
+  }
+  return weight;
+}
+
 }  // namespace tally

@@ -250,4 +250,12 @@ void RestoreHeardDebt(BucketEntry& entry, uint64_t heard_debt, int64_t heard_at_
 // (BucketFullAtMs), stays so: forgetting it changes no decision.
 bool IsExpired(const BucketEntry& entry, Algorithm algorithm, uint64_t window_ms, int64_t now_ms);
 
+// The sum of every count an entry replicates (counter: both windows, every
+// slot; log: the live cost of every node; bucket: capacity, base debt and
+// every slice). Merges take maxima, so a merge that brings anything new
+// raises it: for telling whether one did. Denials are not in it.
+uint64_t ReplicaWeight(const CounterEntry& entry);
+uint64_t ReplicaWeight(const LogEntry& entry);
+uint64_t ReplicaWeight(const BucketEntry& entry);
+
 }  // namespace tally

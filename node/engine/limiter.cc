@@ -323,11 +323,18 @@ int64_t Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred,
 
 size_t Limiter::shard_count() { return kShardCount; }
 
-void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
+uint64_t Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
   KeySnapshot scratch;
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
   shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
+  return shard.replica_version;
+}
+
+uint64_t Limiter::ReplicaVersion(size_t shard_index) {
+  Shard& shard = shards_[shard_index];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return shard.replica_version;
 }
 
 size_t Limiter::SweepExpired() {

@@ -173,7 +173,15 @@ class Limiter {
   int64_t CollectGossip(const SnapshotSink& sink, bool flush_deferred = false,
                         const GossipRelay* relay = nullptr);
   static size_t shard_count();
-  void CollectReplica(size_t shard, const SnapshotSink& sink);
+  // Returns the shard's replica version that what it handed reflects.
+  uint64_t CollectReplica(size_t shard, const SnapshotSink& sink);
+  // A number that grows whenever the shard's replicated state gains what a
+  // peer may lack: an admission or denial here, a merge or restore that
+  // raised a count. Unchanged, it means CollectReplica would hand the same
+  // state as when it returned it (but for windows rolling and keys expiring,
+  // which every node does itself): anti-entropy skips the shard. A merge
+  // that raises only denials does not change it.
+  uint64_t ReplicaVersion(size_t shard);
 
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();

@@ -98,6 +98,9 @@ struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
+  // Limiter::ReplicaVersion: +1 on a check that costs, a merge that raises a
+  // count, a restore or an erase.
+  uint64_t replica_version = 1;
   // Escrow, the partition share and gossip deferral (node/engine/coordination.h); set once.
   Coordination coordination;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged

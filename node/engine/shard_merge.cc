@@ -114,7 +114,10 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     if (Status status = Ensure(budget, logs, spec, snapshot.key, now_ms, &entry); !status.ok()) {
       return status;
     }
+    TrimLog(*entry, spec.window_ms, now_ms);
+    const uint64_t weight_before = ReplicaWeight(*entry);
     MergeLog(*entry, self, snapshot.log, spec.window_ms, now_ms);
+    if (ReplicaWeight(*entry) != weight_before) ++replica_version;
     MarkMerged(logs, spec, entry);
     return Status::OK();
   }
@@ -142,8 +145,10 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   AdvanceTo(*entry, std::max(now_window, counts.window_index));
   const uint32_t own_current_before = entry->own_current;
   const uint32_t own_previous_before = entry->own_previous;
+  const uint64_t weight_before = ReplicaWeight(*entry);
   if (entry->remote) coordination.BeforeMerge(*entry->remote, entry->window_index, now_ms);
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
+  if (ReplicaWeight(*entry) != weight_before) ++replica_version;
   MergeDenied(*entry, self, counts.window_index, snapshot.denied);
   // Most merges bring peers' slots alone: those are stored at the slower
   // pace of the peer changes (Limiter::CollectChanges); a merge that gives
@@ -183,8 +188,10 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
     entry->state.base_slice = base_slice;
   }
   AdvanceBucket(*entry, spec.window_ms, base_slice);
+  const uint64_t weight_before = ReplicaWeight(*entry);
   coordination.BeforeMerge(*entry, spec.window_ms, now_ms);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
+  if (ReplicaWeight(*entry) != weight_before) ++replica_version;
   MergeDenied(*entry, self, snapshot.bucket.base_slice, snapshot.denied);
   MarkMerged(buckets, spec, entry);
   return Status::OK();
@@ -193,6 +200,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
 Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
                       int64_t now_ms) {
   if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();
+  ++replica_version;
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   switch (snapshot.algorithm) {
     case Algorithm::kFixedWindow:

@@ -22,7 +22,9 @@
 // node's slots and stamps, shard by shard, then syncDone), then every
 // interval_ms a delta (the keys admitted to here since the last round, this
 // node's own slots and new stamps only), a heartbeat when there was nothing
-// to send for heartbeat_ms, and a new full sync every full_sync_interval_ms.
+// to send for heartbeat_ms, and a new full sync every full_sync_interval_ms:
+// of the shards whose replica version (Limiter::ReplicaVersion) moved since
+// the peer last had them, and every tenth of all shards (gossip_link.cc).
 // Rounds rest while there is nothing to send and every link is up: after a
 // round that sent nothing, the next comes when the next membership table or
 // the earliest admission that waits is due, or an interval after the last

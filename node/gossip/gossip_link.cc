@@ -10,6 +10,12 @@
 namespace tally {
 namespace {
 
+// Every this many full syncs on a connection (the first included), one sends
+// every shard; the others send only shards whose replica version moved since
+// the peer last had them. The complete ones repair what the peer lost without
+// a reconnect: a key it forgot (tallyctl reset --local), a merge it refused
+// at its key cap.
+constexpr uint64_t kCompleteSyncEvery = 10;
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.
 constexpr size_t kSyncWatermarkBytes = 1 << 20;
@@ -157,6 +163,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   // proves the secret (HandshakeFrameLimits); the membership table may be large.
   Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   if (shared_.members_frame) Enqueue(shared_.members_frame);
+  synced_versions_.assign(Limiter::shard_count(), 0);  // a new connection gets everything
   StartSync();
   PublishStatus();
   co_return Status::OK();
@@ -243,6 +250,7 @@ void PeerLink::WriteNext() {
 void PeerLink::StartSync() {
   sync_shard_ = 0;
   last_sync_ms_ = shared_.NowMs();
+  complete_sync_ = full_syncs_sent_ % kCompleteSyncEvery == 0;
   PumpSync();
 }
 
@@ -255,12 +263,15 @@ void PeerLink::PumpSync() {
       Enqueue(FrameOf(&protocol::EncodeSyncDone));
       return;
     }
+    const size_t shard = static_cast<size_t>(sync_shard_++);
+    if (!complete_sync_ && shared_.limiter->ReplicaVersion(shard) == synced_versions_[shard]) {
+      continue;  // the peer has had all of it since this connection began
+    }
     protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
                                        shared_.options.max_frame_bytes);
     std::vector<std::string> frames;
-    shared_.limiter->CollectReplica(
-        static_cast<size_t>(sync_shard_++),
-        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); });
+    synced_versions_[shard] = shared_.limiter->CollectReplica(
+        shard, [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); });
     encoder.Finish(&frames);
     for (std::string& frame : frames) {
       Enqueue(std::make_shared<const std::string>(std::move(frame)));

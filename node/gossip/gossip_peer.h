@@ -192,6 +192,11 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   int64_t busy_since_ms_ = 0;  // when the queue last filled after being empty
   int sync_shard_ = -1;        // the next shard of a full sync in progress; -1: none
   int64_t last_sync_ms_ = 0;
+  // By shard, the replica version (Limiter::ReplicaVersion) the peer has had
+  // in full since this connection began; 0: nothing yet. A full sync skips a
+  // shard whose version has not moved, except every kCompleteSyncEvery-th.
+  std::vector<uint64_t> synced_versions_;
+  bool complete_sync_ = true;  // the full sync in progress sends every shard
   uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
 };
 

@@ -224,11 +224,12 @@ void RequestHandler::HandleInspect(const protocol::KeyLimit& limit, protocol::Re
 
 void RequestHandler::HandleReset(const protocol::KeyLimit& limit, protocol::Response* response) {
   if (limiter_->replicated() && !limit.local) {
-    return Refuse(Status::InvalidArgument(
-                      "this node is in a cluster: its peers hold this key's counts, its own "
-                      "included, and send them back within a full sync, so a reset here does not "
-                      "last; reset --local forgets this node's copy anyway"),
-                  response);
+    return Refuse(
+        Status::InvalidArgument(
+            "this node is in a cluster: its peers hold this key's counts, its own "
+            "included, and send them back within ten full syncs, so a reset here does not "
+            "last; reset --local forgets this node's copy anyway"),
+        response);
   }
   const Status status = limiter_->Erase(limit.key, limit.spec);
   if (!status.ok() && status.code() != Status::Code::kNotFound) return Refuse(status, response);

@@ -439,6 +439,41 @@ TEST_CASE("cluster: an idle node's gossip rests, and an admission wakes it") {
   CHECK(elapsed_ms[3] < 250);  // a rest of up to 1 s would take 500 ms in the median
 }
 
+// At rest a full sync sends only the shards whose state changed since the peer last had
+// them, and every tenth sends all: over 20 syncs of 3000 held keys the link carries a few
+// complete syncs' worth, not 20.
+TEST_CASE("cluster: at rest, full syncs resend only what changed") {
+  auto cluster = StartCluster(2, true, {"--full-sync-interval-ms", "200"},
+                              /*gossip_max_delay_ms=*/0);
+  REQUIRE(cluster->WaitConnected(20'000).ok());
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, kDayMs};
+  constexpr int kKeys = 3'000;
+  auto client = ConnectTo(*cluster, 0);
+  for (int i = 0; i < kKeys; ++i) MustCheck(*client, {"rest-" + std::to_string(i), spec, 1});
+  const std::string last = "rest-" + std::to_string(kKeys - 1);
+  REQUIRE(PollUntil([&] { return Remaining(*cluster, 1, last, spec) == 999'999; }));
+  std::this_thread::sleep_for(milliseconds(500));  // every delta and the syncs in flight land
+
+  const auto sent = [&](uint64_t* bytes, uint64_t* syncs) {
+    StatsReply stats;
+    REQUIRE(cluster->Stats(0, &stats).ok());
+    REQUIRE(stats.peer_links.size() == 1);
+    *bytes = stats.peer_links[0].bytes_sent;
+    *syncs = stats.peer_links[0].full_syncs_sent;
+  };
+  uint64_t bytes_before = 0, syncs_before = 0, bytes_after = 0, syncs_after = 0;
+  sent(&bytes_before, &syncs_before);
+  std::this_thread::sleep_for(milliseconds(6'000));
+  sent(&bytes_after, &syncs_after);
+  const uint64_t syncs = syncs_after - syncs_before;
+  const uint64_t bytes = bytes_after - bytes_before;
+  MESSAGE(syncs << " full syncs at rest sent " << bytes << " bytes");
+  CHECK(syncs >= 8);
+  // A complete sync of these keys takes 15-25 bytes a key: at most every tenth sync (and one
+  // more, at the window's edge) sends them; the rest send little but their end.
+  CHECK(bytes < (syncs / 10 + 1) * kKeys * 25 + syncs * 1'000);
+}
+
 // A 2|1 partition under 4x demand spread evenly: fail-open, each side
 // enforces the whole limit on its own (together about twice it); share,
 // each node keeps to limit / 3 (together at most the limit). Healed, the

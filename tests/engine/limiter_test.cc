@@ -825,6 +825,51 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
   }
 }
 
+// A shard's replica version moves when its replicated state gains something (a check that
+// costs, a merge that raises a count) and not when a merge brings nothing new or a check
+// costs nothing, for every algorithm: anti-entropy skips what did not move.
+TEST_CASE("replica version moves with what a peer may lack, not with repeats") {
+  ManualClock clock(kStartMs + 300);
+  Limiter::Options options{1, 1'000, &clock};
+  options.replicate = true;
+  Limiter source(options);
+  options.node_id = 2;
+  Limiter target(options);
+  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 50, 1'000},
+                             {Algorithm::kSlidingWindowCounter, 50, 1'000},
+                             {Algorithm::kSlidingWindowLog, 50, 1'000},
+                             {Algorithm::kTokenBucket, 50, 3'600'000}};
+  const auto versions = [](Limiter& limiter) {
+    std::vector<uint64_t> all;
+    for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
+      all.push_back(limiter.ReplicaVersion(shard));
+    }
+    return all;
+  };
+  const auto sync = [&] {
+    for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
+      const uint64_t collected = source.CollectReplica(
+          shard, [&](const KeySnapshot& snapshot) { REQUIRE(target.Merge(snapshot).ok()); });
+      CHECK(collected == source.ReplicaVersion(shard));
+    }
+  };
+  for (const LimitSpec& spec : specs) {
+    Decision decision;
+    const std::vector<uint64_t> before = versions(source);
+    REQUIRE(source.Check("k", spec, 0, &decision).ok());  // a peek
+    CHECK(versions(source) == before);
+    REQUIRE(source.Check("k", spec, 1, &decision).ok());
+    CHECK(versions(source) != before);
+
+    const std::vector<uint64_t> target_before = versions(target);
+    sync();  // brings the admission: the target's version moves
+    CHECK(versions(target) != target_before);
+    const std::vector<uint64_t> target_synced = versions(target);
+    sync();  // the same state again: nothing new
+    CHECK(versions(target) == target_synced);
+  }
+}
+
 // Read answers the token bucket with this node's level and refill time
 // (token-ms, as decide.h keeps it); a bucket never drawn from is NotFound.
 TEST_CASE("read gives the token bucket's level on this node") {

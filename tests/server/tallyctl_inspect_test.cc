@@ -155,7 +155,7 @@ TEST_CASE("tallyctl inspect shows both nodes' slots in a 2-node cluster, reset n
   reset.push_back("--local");
   CHECK(Tallyctl(reset, &out) == 0);
   CHECK_MESSAGE(Contains(out, "forgot"), out);
-  // Node 2's next full sync (every 200 ms here) brings both slots back to node 1.
+  // Node 2's next complete full sync (every tenth; 200 ms apart here) brings both slots back.
   std::vector<std::string> inspect_first = {"--port", port, "--json", "inspect"};
   inspect_first.insert(inspect_first.end(), limit.begin(), limit.end());
   CHECK(PollUntil([&] { return Tallyctl(inspect_first, &out) == 0 && Contains(out, both); }));
