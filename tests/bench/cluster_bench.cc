@@ -566,6 +566,9 @@ int main(int argc, char** argv) {
                  "Seconds at rest per size in part 8 (CPU, false suspicions)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_option("--scale-keys", settings.scale_keys,
+                 "Keys the nodes of part 8 hold at rest (0: none)")
+      ->capture_default_str();
   std::vector<std::string> algorithm_names;
   app.add_option("--algorithms", algorithm_names,
                  "The algorithms of the admission (1) and accuracy (7) parts (default: "

@@ -41,6 +41,7 @@ struct Settings {
   std::vector<Algorithm> algorithms = {Algorithm::kSlidingWindowCounter};
   std::vector<size_t> scale_nodes = {3, 8, 16, 32, 64};  // the sizes of the scale part
   int scale_quiet_s = 60;                                // at rest per size, in the scale part
+  uint64_t scale_keys = 0;                               // keys the scale part's nodes hold at rest
 };
 
 // Adds one row (a JSON object) to the results; WriteJson writes them all as

@@ -15,7 +15,8 @@
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
 # ACCURACY_WINDOWS (10), BURST_TRIALS (5), ALGORITHMS (sliding_counter: the
 # admission and accuracy parts' algorithms, comma-separated), SCALE_NODES
-# (3,8,16,32,64) and SCALE_QUIET_S (60) for ONLY=scale: what a cluster costs by
+# (3,8,16,32,64), SCALE_QUIET_S (60) and SCALE_KEYS (0: keys held at rest) for
+# ONLY=scale: what a cluster costs by
 # its size, run only when asked, unpinned (64 idle nodes would fill one core),
 # about 8 minutes. For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
@@ -43,4 +44,5 @@ fi
   --accuracy-windows "${ACCURACY_WINDOWS:-10}" --burst-trials "${BURST_TRIALS:-5}" \
   --algorithms "${ALGORITHMS:-sliding_counter}" \
   --scale-nodes "${SCALE_NODES:-3,8,16,32,64}" --scale-quiet-s "${SCALE_QUIET_S:-60}" \
+  --scale-keys "${SCALE_KEYS:-0}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"
