@@ -56,6 +56,10 @@ void WriteJson(const std::string& path);
 std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
                                              std::vector<std::string> flags = {});
 
+// Each node's CPU time so far (user + system, /proc), in seconds, by node.
+// Dies when a node's cannot be read.
+std::vector<double> NodeCpuSeconds(cluster::LocalCluster& cluster);
+
 // Milliseconds since `start`.
 double MsSince(std::chrono::steady_clock::time_point start);
 

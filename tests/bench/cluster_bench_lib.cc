@@ -6,6 +6,7 @@
 #include <iterator>
 #include <thread>
 
+#include "cluster/cpu_usage.h"
 #include "cluster/node_process.h"
 #include "tests/bench/cluster_bench.h"
 
@@ -45,6 +46,17 @@ std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t no
     Die("start", status);
   }
   return cluster;
+}
+
+std::vector<double> NodeCpuSeconds(cluster::LocalCluster& cluster) {
+  std::vector<double> seconds(cluster.size());
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    if (Status status = cluster::ProcessCpuSeconds(cluster.process(node).pid(), &seconds[node]);
+        !status.ok()) {
+      Die("cpu time", status);
+    }
+  }
+  return seconds;
 }
 
 double MsSince(std::chrono::steady_clock::time_point start) {

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "cluster/cpu_usage.h"
 #include "tests/bench/cluster_bench.h"
 
 namespace tally::bench {
@@ -73,16 +73,8 @@ std::vector<Workload> Workloads(uint64_t checks) {
 }
 
 double CpuSeconds(LocalCluster& cluster) {
-  double sum = 0;
-  for (size_t node = 0; node < cluster.size(); ++node) {
-    double seconds = 0;
-    if (Status status = cluster::ProcessCpuSeconds(cluster.process(node).pid(), &seconds);
-        !status.ok()) {
-      Die("cpu time", status);
-    }
-    sum += seconds;
-  }
-  return sum;
+  const std::vector<double> by_node = NodeCpuSeconds(cluster);
+  return std::accumulate(by_node.begin(), by_node.end(), 0.0);
 }
 
 // The gossip delta entries every node has sent (0 for local-only nodes).

@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/cpu_usage.h"
 #include "tests/bench/cluster_bench.h"
 
 namespace tally::bench {
@@ -43,18 +42,6 @@ double RssMb(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   }
   return 0;
-}
-
-// CPU seconds of every node, by node.
-std::vector<double> CpuSeconds(LocalCluster& cluster) {
-  std::vector<double> seconds(cluster.size());
-  for (size_t node = 0; node < cluster.size(); ++node) {
-    if (Status status = cluster::ProcessCpuSeconds(cluster.process(node).pid(), &seconds[node]);
-        !status.ok()) {
-      Die("cpu", status);
-    }
-  }
-  return seconds;
 }
 
 // Members shown not alive, summed over every node's view (0 when all agree all are alive).
@@ -80,9 +67,9 @@ void SettleAfterFill(LocalCluster& cluster) {
   int quiet_spans = 0;
   const Clock::time_point start = Clock::now();
   while (quiet_spans < 2 && MsSince(start) < 600'000) {
-    const std::vector<double> before = CpuSeconds(cluster);
+    const std::vector<double> before = NodeCpuSeconds(cluster);
     std::this_thread::sleep_for(std::chrono::seconds(5));
-    const std::vector<double> after = CpuSeconds(cluster);
+    const std::vector<double> after = NodeCpuSeconds(cluster);
     double busy_s = 0;
     for (size_t node = 0; node < cluster.size(); ++node) busy_s += after[node] - before[node];
     const double percent = busy_s / 5.0 * 100.0 / static_cast<double>(cluster.size());
@@ -113,7 +100,7 @@ void ScaleOne(const Settings& settings, size_t nodes) {
     SettleAfterFill(*cluster);
   }
 
-  const std::vector<double> cpu_before = CpuSeconds(*cluster);
+  const std::vector<double> cpu_before = NodeCpuSeconds(*cluster);
   const Clock::time_point quiet_start = Clock::now();
   size_t false_suspicions = 0;
   while (MsSince(quiet_start) < settings.scale_quiet_s * 1000.0) {
@@ -121,7 +108,7 @@ void ScaleOne(const Settings& settings, size_t nodes) {
     false_suspicions += NotAlive(*cluster);
   }
   const double quiet_s = MsSince(quiet_start) / 1000.0;
-  const std::vector<double> cpu_after = CpuSeconds(*cluster);
+  const std::vector<double> cpu_after = NodeCpuSeconds(*cluster);
   double cpu_sum = 0, cpu_max = 0, rss_sum = 0;
   for (size_t node = 0; node < nodes; ++node) {
     const double percent = (cpu_after[node] - cpu_before[node]) / quiet_s * 100.0;

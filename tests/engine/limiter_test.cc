@@ -784,19 +784,31 @@ TEST_CASE("collect gossip hands over own changes once and relays nothing") {
   CHECK(deltas[0].log == std::vector<NodeStamps>{{5, {{kStartMs + 5, 5}}}});
 }
 
+// Two replicating limiters, nodes 1 and 2, on one manual clock, and a spec of each algorithm.
+struct TwoReplicas {
+  static Limiter::Options OptionsFor(NodeId node, const Clock* clock) {
+    Limiter::Options options{node, 1'000, clock};
+    options.replicate = true;
+    return options;
+  }
+
+  ManualClock clock{kStartMs + 300};
+  Limiter source{OptionsFor(1, &clock)};
+  Limiter target{OptionsFor(2, &clock)};
+  const LimitSpec specs[4] = {{Algorithm::kFixedWindow, 50, 1'000},
+                              {Algorithm::kSlidingWindowCounter, 50, 1'000},
+                              {Algorithm::kSlidingWindowLog, 50, 1'000},
+                              {Algorithm::kTokenBucket, 50, 3'600'000}};
+};
+
 // Anti-entropy hands over every node's state of every live replicated key,
 // shard by shard, and a limiter that merges it all decides the same.
 TEST_CASE("collect replica carries every node's state to another limiter") {
-  ManualClock clock(kStartMs + 300);
-  Limiter::Options options{1, 1'000, &clock};
-  options.replicate = true;
-  Limiter source(options);
-  options.node_id = 2;
-  Limiter target(options);
-  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 50, 1'000},
-                             {Algorithm::kSlidingWindowCounter, 50, 1'000},
-                             {Algorithm::kSlidingWindowLog, 50, 1'000},
-                             {Algorithm::kTokenBucket, 50, 3'600'000}};
+  TwoReplicas replicas;
+  ManualClock& clock = replicas.clock;
+  Limiter& source = replicas.source;
+  Limiter& target = replicas.target;
+  const auto& specs = replicas.specs;
   Decision decision;
   for (int i = 0; i < 40; ++i) {
     for (const LimitSpec& spec : specs) {
@@ -829,16 +841,10 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
 // costs, a merge that raises a count) and not when a merge brings nothing new or a check
 // costs nothing, for every algorithm: anti-entropy skips what did not move.
 TEST_CASE("replica version moves with what a peer may lack, not with repeats") {
-  ManualClock clock(kStartMs + 300);
-  Limiter::Options options{1, 1'000, &clock};
-  options.replicate = true;
-  Limiter source(options);
-  options.node_id = 2;
-  Limiter target(options);
-  const LimitSpec specs[] = {{Algorithm::kFixedWindow, 50, 1'000},
-                             {Algorithm::kSlidingWindowCounter, 50, 1'000},
-                             {Algorithm::kSlidingWindowLog, 50, 1'000},
-                             {Algorithm::kTokenBucket, 50, 3'600'000}};
+  TwoReplicas replicas;
+  Limiter& source = replicas.source;
+  Limiter& target = replicas.target;
+  const auto& specs = replicas.specs;
   const auto versions = [](Limiter& limiter) {
     std::vector<uint64_t> all;
     for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
