@@ -109,12 +109,14 @@ void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
   const size_t own_slots = own_count > 0 ? 1 : 0;
   if (from.slots().size() == own_slots) return;  // nothing of a peer's
   if (!remote) remote = std::make_unique<RemoteCounts>();
+  // A key that two peers or fewer admit on keeps their slots inside the
+  // entry, however large the cluster; one that needs more makes room for
+  // `peers` at once.
   PeerCounts& counts = remote->peers;
-  if (counts.empty()) counts.Reserve(peers);
   if (previous) {
-    counts.MergePrevious(from, /*except=*/self);
+    counts.MergePrevious(from, /*except=*/self, peers);
   } else {
-    counts.MergeCurrent(from, /*except=*/self);
+    counts.MergeCurrent(from, /*except=*/self, peers);
   }
 }
 

@@ -5,7 +5,8 @@
 
 namespace tally {
 
-void PeerCounts::Merge(const GCounter& from, NodeId except, uint32_t Slot::*window, uint64_t* sum) {
+void PeerCounts::Merge(const GCounter& from, NodeId except, size_t room, uint32_t Slot::*window,
+                       uint64_t* sum) {
   // Both are sorted by node: one walk, inserting what only `from` holds.
   auto mine = slots_.begin();
   for (const GCounter::Slot& theirs : from.slots()) {
@@ -14,6 +15,11 @@ void PeerCounts::Merge(const GCounter& from, NodeId except, uint32_t Slot::*wind
         std::min<uint64_t>(theirs.count, std::numeric_limits<uint32_t>::max()));
     while (mine != slots_.end() && mine->node < theirs.node) ++mine;
     if (mine == slots_.end() || mine->node != theirs.node) {
+      if (slots_.size() == kInlinePeers && room > kInlinePeers) {
+        const auto at = mine - slots_.begin();
+        slots_.reserve(room);
+        mine = slots_.begin() + at;
+      }
       mine = slots_.insert(mine, Slot{theirs.node, 0, 0});
     }
     if (count > (*mine).*window) {

@@ -38,16 +38,17 @@ class PeerCounts {
   uint64_t current_sum() const { return current_sum_; }
   uint64_t previous_sum() const { return previous_sum_; }
   // Slot-wise max of the current (previous) window with every slot of
-  // `from` but except's.
-  void MergeCurrent(const GCounter& from, NodeId except) {
-    Merge(from, except, &Slot::current, &current_sum_);
+  // `from` but except's. Up to kInlinePeers slots live inside this object;
+  // the first slot beyond makes room for `room` at once (a key that a third
+  // peer reports most likely hears from every peer).
+  void MergeCurrent(const GCounter& from, NodeId except, size_t room = 0) {
+    Merge(from, except, room, &Slot::current, &current_sum_);
   }
-  void MergePrevious(const GCounter& from, NodeId except) {
-    Merge(from, except, &Slot::previous, &previous_sum_);
+  void MergePrevious(const GCounter& from, NodeId except, size_t room = 0) {
+    Merge(from, except, room, &Slot::previous, &previous_sum_);
   }
-  // Makes room for `peers` slots at once (no allocation up to kInlinePeers).
-  void Reserve(size_t peers) { slots_.reserve(peers); }
   bool empty() const { return slots_.empty(); }
+  size_t size() const { return slots_.size(); }
   // The current window becomes the previous one; the new current one is empty.
   void Roll();
   // Adds every slot to the windows of *counts (GCounter::MergeSlot).
@@ -56,7 +57,8 @@ class PeerCounts {
   const Slot* data() const { return slots_.data(); }
 
  private:
-  void Merge(const GCounter& from, NodeId except, uint32_t Slot::*window, uint64_t* sum);
+  void Merge(const GCounter& from, NodeId except, size_t room, uint32_t Slot::*window,
+             uint64_t* sum);
 
   uint64_t current_sum_ = 0;  // of every slot's current count
   uint64_t previous_sum_ = 0;

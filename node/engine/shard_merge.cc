@@ -9,8 +9,9 @@
 namespace tally {
 namespace {
 
-// Room made at once for peers' slots in a key's counter: one per peer, up
-// to kMostSlotsAtOnce (beyond, few keys hear from every member).
+// Room made at once for peers' slots in a key's counter once it needs more
+// than PeerCounts::kInlinePeers: one per peer, up to kMostSlotsAtOnce
+// (beyond, few keys hear from every member).
 constexpr size_t kMostSlotsAtOnce = 16;
 size_t SlotsForPeers(const Coordination& coordination) {
   const size_t members = coordination.members();
