@@ -10,11 +10,11 @@
 namespace tally {
 namespace {
 
-// Every this many full syncs on a connection (the first included), one sends
-// every shard; the others send only shards whose replica version moved since
-// the peer last had them. The complete ones repair what the peer lost without
-// a reconnect: a key it forgot (tallyctl reset --local), a merge it refused
-// at its key cap.
+// Every this many full syncs of a link, one sends every shard; the others
+// send only shards whose replica version moved since the peer last had them
+// on this connection (the first sync on a connection has nothing to skip). The complete ones repair
+// what the peer lost without a reconnect: a key it forgot (tallyctl reset --local), a merge it
+// refused at its key cap.
 constexpr uint64_t kCompleteSyncEvery = 10;
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.

@@ -42,7 +42,6 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
     return HandleChecks(std::span(&request, 1), std::span(response, 1));
   }
   StartResponse(request, response);
-  const auto started = std::chrono::steady_clock::now();
   switch (request.kind) {
     case protocol::RequestKind::kCheck: return;  // answered above
     case protocol::RequestKind::kStats:
@@ -50,6 +49,7 @@ void RequestHandler::Handle(const protocol::Request& request, protocol::Response
       response->stats = stats_();
       return;
     case protocol::RequestKind::kPolicyCheck: {
+      const auto started = std::chrono::steady_clock::now();
       HandlePolicyCheck(request.policy_check, response);
       const auto took = std::chrono::steady_clock::now() - started;
       counters_->RecordLatency(stripe_, std::chrono::nanoseconds(took).count());

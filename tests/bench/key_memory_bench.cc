@@ -7,8 +7,6 @@
 // 6-11 bytes: the key itself fits in the entry), told the cluster size as
 // gossip tells it; bytes are glibc's heap in use (mallinfo2) after the keys
 // over before, per key.
-#include <malloc.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -19,13 +17,11 @@
 #include "node/common/clock.h"
 #include "node/common/version.h"
 #include "node/engine/limiter.h"
+#include "tests/bench/heap_bytes.h"
 
 namespace {
 
-size_t HeapBytesInUse() {
-  const struct mallinfo2 info = mallinfo2();
-  return info.uordblks + info.hblkhd;
-}
+using tally::bench::HeapBytesInUse;
 
 // Heap bytes per key of `keys` keys that `admitting` of `members` nodes admit
 // on, this node among them if `self_admits`.

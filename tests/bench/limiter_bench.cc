@@ -13,8 +13,6 @@
 // Keys are visited in a shuffled order, so at 1M keys almost every check
 // misses the CPU caches, as a busy node's would. The clock is the real
 // system clock; limits are high enough that every check is admitted.
-#include <malloc.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,18 +26,16 @@
 #include <benchmark/benchmark.h>
 
 #include "node/engine/limiter.h"
+#include "tests/bench/heap_bytes.h"
 
 namespace tally {
 namespace {
 
+using bench::HeapBytesInUse;
+
 constexpr Algorithm kAlgorithms[] = {Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog,
                                      Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
 constexpr size_t kKeyCounts[] = {1, 10'000, 1'000'000};
-
-size_t HeapBytesInUse() {
-  const struct mallinfo2 info = mallinfo2();
-  return info.uordblks + info.hblkhd;
-}
 
 LimitSpec SpecFor(Algorithm algorithm) { return LimitSpec{algorithm, kMaxLimit, 60'000}; }
 

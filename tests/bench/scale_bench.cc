@@ -17,13 +17,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/bench/cluster_bench.h"
+#include "tests/support/proc_stats.h"
 
 namespace tally::bench {
 namespace {
@@ -33,16 +33,6 @@ using Clock = std::chrono::steady_clock;
 using protocol::MemberState;
 
 constexpr int kPollMs = 2'000;
-
-// Resident memory of a process, MB; 0 when it cannot be read.
-double RssMb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0;
-}
 
 // Members shown not alive, summed over every node's view (0 when all agree all are alive).
 size_t NotAlive(LocalCluster& cluster) {
@@ -114,7 +104,7 @@ void ScaleOne(const Settings& settings, size_t nodes) {
     const double percent = (cpu_after[node] - cpu_before[node]) / quiet_s * 100.0;
     cpu_sum += percent;
     cpu_max = std::max(cpu_max, percent);
-    rss_sum += RssMb(cluster->process(node).pid());
+    rss_sum += static_cast<double>(testing::ResidentKb(cluster->process(node).pid())) / 1024.0;
   }
 
   const size_t victim = nodes - 1;

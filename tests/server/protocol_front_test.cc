@@ -31,15 +31,17 @@ struct Fixture {
     return options;
   }
 
-  // Appends a check request (id `id`, one check of `key` under kSpec) to the received bytes.
-  void Receive(uint64_t id, std::string_view key) {
+  // A check request's frame: id `id`, one check of `key` under kSpec.
+  static std::string Frame(uint64_t id, std::string_view key) {
     protocol::Request request;
     request.id = id;
     request.checks = {protocol::Check{key, kSpec, 1}};
     std::string frame;
     protocol::EncodeRequest(request, &frame);
-    Receive(frame);
+    return frame;
   }
+  // Appends Frame(id, key) to the received bytes.
+  void Receive(uint64_t id, std::string_view key) { Receive(Frame(id, key)); }
   void Receive(std::string_view bytes) {
     const std::span<std::byte> room = buffer.writable(bytes.size());
     std::memcpy(room.data(), bytes.data(), bytes.size());
@@ -101,11 +103,7 @@ TEST_CASE("protocol front: a partial last frame waits, the others are answered")
   f.Receive(1, "k");
   f.Receive(2, "k");
   const size_t complete_bytes = f.buffer.readable().size();
-  std::string third;
-  protocol::Request request;
-  request.id = 3;
-  request.checks = {protocol::Check{"k", kSpec, 1}};
-  protocol::EncodeRequest(request, &third);
+  const std::string third = Fixture::Frame(3, "k");
   f.Receive(std::string_view(third).substr(0, 16));
 
   const StreamProgress progress = f.Answer();
