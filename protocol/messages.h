@@ -110,23 +110,29 @@ struct PeerNodeStatus {
   uint64_t entries_merged = 0;
 };
 
-// What a member says about itself; gossiped from node to node in members
-// messages (node/gossip/membership.h), so it reaches nodes it has no link to.
+// Wire values are stable.
+enum class MemberState : uint8_t { kAlive = 0, kSuspect = 1, kDead = 2, kLeft = 3 };
+std::string_view MemberStateName(MemberState state);
+
+// What the cluster knows of a member: what it says about itself, and
+// whether some node suspects it or judged it dead. Gossiped from node to
+// node in members messages (node/gossip/membership.h).
 struct MemberRecord {
   uint64_t node_id = 0;
-  std::string address;            // where its gossip port is reached (host:port)
-  uint64_t incarnation = 0;       // its wall-clock ms at start: a restart is newer
-  uint64_t heartbeat = 0;         // +1 every membership interval
-  int64_t heartbeat_wall_ms = 0;  // its wall clock when it beat
+  std::string address;       // where its gossip port is reached (host:port)
+  uint64_t incarnation = 0;  // its wall-clock ms at start: a restart is newer
+  // The record's version within the run: +1 when the member refutes a
+  // suspicion of itself or leaves (SWIM's incarnation number).
+  uint64_t heartbeat = 0;
+  int64_t heartbeat_wall_ms = 0;  // its wall clock when it set that version
   bool left = false;              // it left the cluster gracefully
   // With left: it did not leave, an operator forgot it (gone for good:
   // tallyctl members forget), and what it kept back is lost.
   bool forgotten = false;
+  // Alive, suspect or dead, as some node judged this version (kLeft is the
+  // flag above, not a state here).
+  MemberState state = MemberState::kAlive;
 };
-
-// Wire values are stable.
-enum class MemberState : uint8_t { kAlive = 0, kSuspect = 1, kDead = 2, kLeft = 3 };
-std::string_view MemberStateName(MemberState state);
 
 // One member as a node sees it (this node included).
 struct MemberStatus {
@@ -135,8 +141,8 @@ struct MemberStatus {
   MemberState state = MemberState::kAlive;
   uint64_t incarnation = 0;
   uint64_t heartbeat = 0;
-  uint64_t last_heard_ms_ago = 0;  // since its heartbeat last advanced here
-  int64_t lag_ms = 0;  // age of that heartbeat when it arrived (wall clocks: skew included)
+  uint64_t last_heard_ms_ago = 0;  // since a message from it, or an ack through others, arrived
+  int64_t lag_ms = 0;  // age of its last probe or ack when it arrived (wall clocks: skew included)
   // Its wall clock minus this node's (membership.h), once heard from it directly.
   bool clock_offset_known = false;
   int64_t clock_offset_ms = 0;

@@ -161,6 +161,7 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
       case wire::PeerMessage::SYNC_DONE:
         message->kind = PeerMessageKind::kSyncDone;
         return Status::OK();
+      case wire::PeerMessage::RESYNC: message->kind = PeerMessageKind::kResync; return Status::OK();
       case wire::PeerMessage::HEARTBEAT:
         message->kind = PeerMessageKind::kHeartbeat;
         return Status::OK();
@@ -179,10 +180,23 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
             return Status::Corruption("malformed frame: a member address over " +
                                       std::to_string(kMaxMemberAddressBytes) + " bytes");
           }
+          if (member.getState() > static_cast<uint8_t>(MemberState::kDead)) {
+            return Status::Corruption("malformed frame: a member state of " +
+                                      std::to_string(member.getState()));
+          }
           message->members.push_back(
               {member.getNodeId(), std::string(address.cStr(), address.size()),
                member.getIncarnation(), member.getHeartbeat(), member.getHeartbeatWallMs(),
-               member.getLeft(), member.getForgotten()});
+               member.getLeft(), member.getForgotten(),
+               static_cast<MemberState>(member.getState())});
+        }
+        if (table.hasProbe()) {
+          const auto probe = table.getProbe();
+          if (probe.getOrigin() == 0 || probe.getTarget() == 0) {
+            return Status::Corruption("malformed frame: a probe from or to node 0");
+          }
+          message->probe = Probe{probe.getSeq(), probe.getOrigin(), probe.getTarget(),
+                                 probe.getAck(), probe.getWallMs()};
         }
         const auto losses = table.getLosses();
         if (losses.size() > kMaxCrashLosses) {
@@ -321,6 +335,12 @@ void EncodeSyncDone(std::string* out) {
   AppendFrame(message, out);
 }
 
+void EncodeResync(std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  message.initRoot<wire::PeerMessage>().setResync();
+  AppendFrame(message, out);
+}
+
 void EncodeHeartbeat(std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   message.initRoot<wire::PeerMessage>().setHeartbeat();
@@ -328,7 +348,7 @@ void EncodeHeartbeat(std::string* out) {
 }
 
 void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashLoss> losses,
-                   std::string* out) {
+                   const Probe* probe, std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   auto table = message.initRoot<wire::PeerMessage>().initMembers();
   auto lost = table.initLosses(static_cast<unsigned>(std::min(losses.size(), kMaxCrashLosses)));
@@ -347,6 +367,15 @@ void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashL
     list[i].setHeartbeatWallMs(member.heartbeat_wall_ms);
     list[i].setLeft(member.left);
     list[i].setForgotten(member.forgotten);
+    list[i].setState(static_cast<uint8_t>(member.state));
+  }
+  if (probe != nullptr) {
+    auto out_probe = table.initProbe();
+    out_probe.setSeq(probe->seq);
+    out_probe.setOrigin(probe->origin);
+    out_probe.setTarget(probe->target);
+    out_probe.setAck(probe->ack);
+    out_probe.setWallMs(probe->wall_ms);
   }
   AppendFrame(message, out);
 }

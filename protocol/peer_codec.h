@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,7 @@ enum class PeerMessageKind : uint8_t {
   kHeartbeat,
   kSeal,
   kMembers,
+  kResync,
   kUnknown
 };
 
@@ -71,8 +73,18 @@ struct PeerClassView {
 };
 
 // The peer protocol version this build speaks (tally.capnp peerProtocolVersion):
-// 2 replicates token buckets. A hello of another version is refused.
-inline constexpr uint32_t kPeerProtocolVersion = 2;
+// 2 replicates token buckets; 3 keeps membership by SWIM probes. A hello of
+// another version is refused.
+inline constexpr uint32_t kPeerProtocolVersion = 3;
+
+// A SWIM probe (node/gossip/prober.h): a ping, or the ack to one.
+struct Probe {
+  uint64_t seq = 0;  // the origin's
+  NodeId origin = 0;
+  NodeId target = 0;
+  bool ack = false;
+  int64_t wall_ms = 0;  // the sender's wall clock when it sent the message
+};
 // What a node says when it refuses a peer of another version.
 std::string PeerVersionMismatch(uint32_t peer_version);
 
@@ -90,6 +102,7 @@ struct PeerMessage {
   std::vector<PeerClassView> classes;  // kState
   std::vector<MemberRecord> members;   // kMembers
   std::vector<CrashLoss> losses;       // kMembers
+  std::optional<Probe> probe;          // kMembers: absent in a table after a hello or a leave
 };
 
 // Corruption for bytes that are not a PeerMessage (a hello with node id 0
@@ -146,11 +159,12 @@ void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, uint64_t i
                  std::string* out, uint32_t peer_version = kPeerProtocolVersion);
 void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
+void EncodeResync(std::string* out);
 void EncodeHeartbeat(std::string* out);
-// A membership table and the crash losses the sender knows (at most
-// kMaxCrashLosses).
+// Membership records (the whole table, or the changes a probe carries), the
+// crash losses the sender knows (at most kMaxCrashLosses) and a probe (null: none).
 void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashLoss> losses,
-                   std::string* out);
+                   const Probe* probe, std::string* out);
 
 // Packs key snapshots (every algorithm) into PeerState frames.
 // A frame is cut once it reaches max_frame_bytes, so it exceeds that by at

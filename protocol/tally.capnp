@@ -240,7 +240,7 @@ struct MemberStatus {
 # Between nodes, on the gossip port (which serves nothing else), one
 # PeerMessage per frame in the same framing. A connection carries the
 # dialling node's state to the accepting node: a hello each way first, then
-# any number of state, syncDone and heartbeat messages from the dialler.
+# any number of state, syncDone and members messages from the dialler.
 # Every message but the dialler's hello is followed by a seal that proves
 # the cluster secret (protocol/peer_auth.h). See node/gossip/gossip.h.
 
@@ -249,9 +249,10 @@ struct PeerMessage {
     hello @0 :PeerHello;
     state @1 :PeerState;
     syncDone @2 :Void;   # everything live was sent since the last full = true state
-    heartbeat @3 :Void;  # nothing to send: the link is alive
+    heartbeat @3 :Void;  # the dialler's first sealed message: it proves the secret
     seal @4 :PeerSeal;   # follows the message it seals
-    members @5 :PeerMembers;  # the sender's membership table (node/gossip/membership.h)
+    members @5 :PeerMembers;  # membership records, and a probe (node/gossip/membership.h)
+    resync @6 :Void;  # the sender forgot state it had: send it every shard at the next full sync
   }
 }
 
@@ -260,6 +261,7 @@ struct PeerMembers {
   # The crash losses the sender knows (node/common/crash_loss.h); builds
   # that do not know this field ignore it.
   losses @1 :List(PeerCrashLoss);
+  probe @2 :PeerProbe;  # absent: the table after a hello, or a leave
 }
 
 struct PeerCrashLoss {
@@ -272,10 +274,24 @@ struct PeerMember {
   nodeId @0 :UInt64;
   address @1 :Text;  # host:port of its gossip port
   incarnation @2 :UInt64;
-  heartbeat @3 :UInt64;
-  heartbeatWallMs @4 :Int64;
+  heartbeat @3 :UInt64;  # the record's version in this run: +1 when it refutes or leaves
+  heartbeatWallMs @4 :Int64;  # the member's wall clock when it set that version
   left @5 :Bool;
   forgotten @6 :Bool;  # with left: an operator forgot it (tallyctl members forget)
+  state @7 :UInt8;     # memberAlive, memberSuspect or memberDead (left: the flag above)
+}
+
+# A SWIM probe (node/gossip/prober.h), carried by a members message with the
+# membership changes it piggybacks. A ping from `origin` to `target` is sent
+# to the target, or to a helper that forwards it (an indirect probe); the
+# target answers with an ack to whoever sent it the ping, and a helper
+# forwards that ack to the origin.
+struct PeerProbe {
+  seq @0 :UInt64;     # the origin's, to match the ack to its ping
+  origin @1 :UInt64;
+  target @2 :UInt64;
+  ack @3 :Bool;
+  wallMs @4 :Int64;   # the sender's wall clock when it sent this (clock offsets)
 }
 
 struct PeerSeal {
@@ -292,8 +308,9 @@ struct PeerHello {
 }
 
 # 2: token buckets are replicated (a class of algorithm 3 carries bucket
-# slices). Nodes of different versions refuse each other at the hello.
-const peerProtocolVersion :UInt32 = 2;
+# slices). 3: membership by SWIM probes, not heartbeats to every member.
+# Nodes of different versions refuse each other at the hello.
+const peerProtocolVersion :UInt32 = 3;
 
 struct PeerState {
   full @0 :Bool;  # part of a full sync (anti-entropy), else a delta

@@ -104,8 +104,12 @@ void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& sn
   members[1].address = "127.0.0.1:7422";
   std::string member_frame;
   const std::vector<tally::CrashLoss> losses = {{9, 1'800'000'000'000, 1'799'999'999'000}};
-  tally::protocol::EncodeMembers(members, losses, &member_frame);
+  tally::protocol::EncodeMembers(members, losses, nullptr, &member_frame);
   Write(dir, "members", std::string(1, '\2') + member_frame);
+  const tally::protocol::Probe probe{5, 9, 10, false, 1'800'000'000'000};
+  std::string probe_frame;
+  tally::protocol::EncodeMembers(members, {}, &probe, &probe_frame);
+  Write(dir, "probe", std::string(1, '\2') + probe_frame);
 }
 
 void StorageRecords(const fs::path& dir, const std::vector<tally::KeySnapshot>& snapshots) {

@@ -208,6 +208,9 @@ TEST_CASE("peer codec: control messages") {
   protocol::EncodeSyncDone(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kSyncDone);
   frame.clear();
+  protocol::EncodeResync(&frame);
+  CHECK(Decode(frame).kind == PeerMessageKind::kResync);
+  frame.clear();
   protocol::EncodeHeartbeat(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kHeartbeat);
   for (const auto& [node, bad_nonce] :
@@ -245,16 +248,20 @@ bool DecodesAsCorrupt(const std::string& frame) {
              .code() == Status::Code::kCorruption;
 }
 
-// A members message carries every record whole; a member with node id 0 or
-// an address over kMaxMemberAddressBytes makes the frame corrupt.
+// A members message carries every record whole; a member with node id 0,
+// an address over kMaxMemberAddressBytes or a state past dead makes the frame corrupt.
 TEST_CASE("peer codec: members") {
   const std::vector<protocol::MemberRecord> members = {
-      {1, "10.0.0.1:7421", 1'800'000'000'000, 42, 1'800'000'000'123, false},
+      {1, "10.0.0.1:7421", 1'800'000'000'000, 42, 1'800'000'000'123, false, false,
+       protocol::MemberState::kSuspect},
       {kSender, "[::1]:7421", 7, 0, -5, true}};
   std::string frame;
-  protocol::EncodeMembers(members, {}, &frame);
+  protocol::EncodeMembers(members, {}, nullptr, &frame);
   const PeerMessage message = Decode(frame);
   CHECK(message.losses.empty());
+  CHECK_FALSE(message.probe.has_value());
+  CHECK(message.members[0].state == protocol::MemberState::kSuspect);
+  CHECK(message.members[1].state == protocol::MemberState::kAlive);
   CHECK(message.kind == PeerMessageKind::kMembers);
   REQUIRE(message.members.size() == 2);
   CHECK(message.members[0].address == "10.0.0.1:7421");
@@ -268,9 +275,32 @@ TEST_CASE("peer codec: members") {
   for (const protocol::MemberRecord& bad :
        {protocol::MemberRecord{0, "10.0.0.1:7421", 1, 1, 1, false},
         protocol::MemberRecord{2, std::string(protocol::kMaxMemberAddressBytes + 1, 'a'), 1, 1, 1,
-                               false}}) {
+                               false},
+        protocol::MemberRecord{2, "10.0.0.1:7421", 1, 1, 1, false, false,
+                               protocol::MemberState::kLeft}}) {
     frame.clear();
-    protocol::EncodeMembers(std::span(&bad, 1), {}, &frame);
+    protocol::EncodeMembers(std::span(&bad, 1), {}, nullptr, &frame);
+    CHECK(DecodesAsCorrupt(frame));
+  }
+}
+
+// A probe travels whole with the records it piggybacks; one from or to node 0 is corrupt.
+TEST_CASE("peer codec: a probe rides on a members message") {
+  const std::vector<protocol::MemberRecord> members = {{1, "10.0.0.1:7421", 5, 1, 5, false}};
+  const protocol::Probe probe{77, 3, 4, true, 1'800'000'000'456};
+  std::string frame;
+  protocol::EncodeMembers(members, {}, &probe, &frame);
+  const PeerMessage message = Decode(frame);
+  REQUIRE(message.probe.has_value());
+  CHECK(message.probe->seq == 77);
+  CHECK(message.probe->origin == 3);
+  CHECK(message.probe->target == 4);
+  CHECK(message.probe->ack);
+  CHECK(message.probe->wall_ms == 1'800'000'000'456);
+  CHECK(message.members.size() == 1);
+  for (const protocol::Probe& bad : {protocol::Probe{1, 0, 4}, protocol::Probe{1, 3, 0}}) {
+    frame.clear();
+    protocol::EncodeMembers({}, {}, &bad, &frame);
     CHECK(DecodesAsCorrupt(frame));
   }
 }
@@ -281,15 +311,15 @@ TEST_CASE("peer codec: crash losses travel with the members") {
   const std::vector<protocol::MemberRecord> members = {{1, "10.0.0.1:7421", 5, 1, 5, false}};
   const std::vector<CrashLoss> losses = {{2, 1'800'000'000'000, 1'799'999'999'000}, {3, 7, 0}};
   std::string frame;
-  protocol::EncodeMembers(members, losses, &frame);
+  protocol::EncodeMembers(members, losses, nullptr, &frame);
   CHECK(Decode(frame).losses == losses);
   frame.clear();
   const std::vector<CrashLoss> many(kMaxCrashLosses + 5, CrashLoss{2, 1, 1});
-  protocol::EncodeMembers(members, many, &frame);
+  protocol::EncodeMembers(members, many, nullptr, &frame);
   CHECK(Decode(frame).losses.size() == kMaxCrashLosses);
   for (const CrashLoss& bad : {CrashLoss{0, 1, 1}, CrashLoss{2, 1, -1}}) {
     frame.clear();
-    protocol::EncodeMembers(members, std::span(&bad, 1), &frame);
+    protocol::EncodeMembers(members, std::span(&bad, 1), nullptr, &frame);
     CHECK(DecodesAsCorrupt(frame));
   }
 }
