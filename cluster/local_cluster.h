@@ -89,7 +89,7 @@ class LocalCluster {
   // directions. Heal mends every cut path.
   void Cut(const std::vector<size_t>& group_a, const std::vector<size_t>& group_b);
   // Cuts only the path on which `from` sends to `to` (a node pushes its state
-  // and heartbeats on the connection it dials): a one-way partition, `to`
+  // and its probes on the connection it dials): a one-way partition, `to`
   // still reaches `from`. Heal mends it too.
   void CutOneWay(size_t from, size_t to);
   void Heal();

@@ -409,7 +409,7 @@ int main(int argc, char** argv) {
   add_key_limit(reset);
   reset->add_flag("--local", reset_local,
                   "On a clustered node, forget this node's copy anyway: the peers send back "
-                  "what they hold within ten full syncs (docs/design-persistence.md)");
+                  "what they hold at this node's next full sync (docs/design-persistence.md)");
   CLI::App* stats = app.add_subcommand("stats", "Print the node's counters");
   CLI::App* cluster = app.add_subcommand("cluster",
                                          "Print the members as the node sees them (state, last "

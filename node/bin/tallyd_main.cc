@@ -228,19 +228,22 @@ int main(int argc, char** argv) {
                "--gossip-max-delay-ms later); and relay for no one");
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
                  "Anti-entropy this often: each peer gets the keys of every shard changed since "
-                 "it last had them; every tenth time, and after each reconnect, every live key")
+                 "it last had them; after each reconnect, or when it asks, every live key")
       ->check(tally::bin::InRange(100, kDayMs))
       ->capture_default_str();
   app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
-                 "Send this node's heartbeat and membership table to every peer this often")
+                 "Probe one member this often (SWIM): a ping, and its ack, carrying the "
+                 "membership's changes")
       ->check(tally::bin::InRange(10, 10'000))
       ->capture_default_str();
   app.add_option("--suspect-after-ms", gossip_options.suspect_after_ms,
-                 "A member whose heartbeat has not advanced for this long is suspect")
+                 "A member that answers no probe, directly or through 3 others, within this long "
+                 "is suspect (longer while this node is itself slow)")
       ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--dead-after-ms", gossip_options.dead_after_ms,
-                 "... and dead after this long (it still counts for the limits until it leaves)")
+                 "... and dead if it does not answer the suspicion within this long of the probe "
+                 "(it still counts for the limits until it leaves)")
       ->check(tally::bin::InRange(10, kHourMs))
       ->capture_default_str();
   app.add_option("--max-clock-offset-ms", gossip_options.max_clock_offset_ms,

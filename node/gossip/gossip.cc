@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +29,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 // An early round (WantRound) comes no sooner than interval_ms / this after the last.
 constexpr int64_t kEarlyRoundDivisor = 10;
+// A round that comes this much later than it was due means the node stood
+// still (a stopped process, a starved CPU): MemberProbes::Stalled.
+constexpr int64_t kStallMs = 200;
 
 }  // namespace
 
@@ -42,6 +45,12 @@ struct Gossip::Impl {
             [this](tcp::socket socket) { Admit(std::move(socket)); }),
         round_timer(io) {
     shared.end_rest = [this] { EndRest(); };
+    shared.link_to = [this](NodeId node) -> PeerLink* {
+      for (const auto& [address, link] : links) {
+        if (link->up() && link->peer_id() == node) return link.get();
+      }
+      return nullptr;
+    };
   }
 
   // A new connection to the gossip port becomes a session, unless
@@ -79,25 +88,33 @@ struct Gossip::Impl {
     }
     asio::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    KeepAlive(socket);
     std::make_shared<PeerSession>(shared, std::move(socket), &sessions, ++sessions_accepted)
         ->Start();
   }
 
   // Every interval_ms, or sooner when asked (WantRound): this node's delta to
   // every link that is up, then the membership, the links' and sessions'
-  // housekeeping. After a round that sent nothing, with every link up and
-  // no work noted meanwhile (NoteWork), the next one comes when the next
-  // membership table or the earliest of what waits is due instead (rest, at
-  // most heartbeat_ms), or as soon as work is noted.
+  // housekeeping. After a round that sent nothing, with every link up, no
+  // probe or suspicion under way and no work noted meanwhile (NoteWork), the
+  // next one comes when the next ping or the earliest of what waits is due
+  // instead (rest), or as soon as work is noted.
   asio::awaitable<void> Rounds() {
     next_round_at = SteadyClock::now() + std::chrono::milliseconds(shared.options.interval_ms);
     while (!stopping) {
+      // By the injected clock: how much later than planned the round comes.
+      const int64_t wait_from_ms = shared.NowMs();
+      const int64_t planned_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_round_at - SteadyClock::now())
+              .count();
       round_timer.expires_at(next_round_at);
       asio::error_code ec;
       co_await round_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopping) co_return;
       const SteadyClock::time_point now = SteadyClock::now();
       if (now < next_round_at) continue;  // moved sooner: wait again for the new time
+      const int64_t late_ms = shared.NowMs() - wait_from_ms - std::max<int64_t>(0, planned_ms);
+      if (late_ms >= kStallMs) probes->Stalled(late_ms);
       last_round_at = now;
       next_round_at = now + std::chrono::milliseconds(shared.options.interval_ms);
       round_wanted.store(false, std::memory_order_relaxed);
@@ -135,8 +152,8 @@ struct Gossip::Impl {
   // flush_deferred: send what waits too (node/engine/headroom.h), however
   // long it may still wait: the node is leaving. Returns how long (ms) the
   // thread may rest before the next round: 0 when it sent anything, a link
-  // is not up or the node leaves; else until the next membership table or the
-  // earliest of what waits is due, at most heartbeat_ms.
+  // is not up, a probe or suspicion is under way, or the node leaves; else
+  // until the next ping or the earliest of what waits is due.
   int64_t Round(bool flush_deferred) {
     protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
                                        shared.options.max_frame_bytes);
@@ -162,9 +179,7 @@ struct Gossip::Impl {
       relayer_links.at(relayer)->SendDelta(Frames(delta.encoded), delta.encoder.entries());
     }
     const int64_t now_ms = shared.NowMs();
-    if (leave_done == nullptr && now_ms - last_beat_ms >= shared.options.membership_interval_ms) {
-      Beat(/*leaving=*/false);
-    }
+    if (leave_done == nullptr) probes->Tick(now_ms);
     FollowMembership(now_ms);
     bool any_up = false, all_up = true, all_idle = true;
     for (const auto& [address, link] : links) {
@@ -188,12 +203,11 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
-    if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr) return 0;
-    // Links send heartbeats only at rounds (PeerLink::Tick): one comes
-    // within heartbeat_ms, so that every link stays within twice that.
-    const int64_t next_beat_in_ms = last_beat_ms + shared.options.membership_interval_ms - now_ms;
-    return std::max<int64_t>(
-        0, std::min({next_beat_in_ms, next_due_in_ms, shared.options.heartbeat_ms}));
+    if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr ||
+        probes->busy()) {
+      return 0;
+    }
+    return std::max<int64_t>(0, std::min(probes->next_ping_in_ms(now_ms), next_due_in_ms));
   }
 
   // A round's delta for one relayer.
@@ -226,26 +240,6 @@ struct Gossip::Impl {
     for (std::string& frame : encoded)
       frames.push_back(std::make_shared<const std::string>(std::move(frame)));
     return frames;
-  }
-
-  // This node's heartbeat (or its leave) and membership table, to every peer.
-  void Beat(bool leaving) {
-    const int64_t wall_ms = shared.WallMs();
-    std::vector<protocol::MemberRecord> records;
-    {
-      std::lock_guard<std::mutex> lock(shared.mu);
-      if (leaving) {
-        shared.membership->Leave(wall_ms);
-      } else {
-        shared.membership->Beat(wall_ms);
-      }
-      records = shared.membership->Records();
-    }
-    auto frame = std::make_shared<std::string>();
-    protocol::EncodeMembers(records, shared.member_losses.crash_losses(), frame.get());
-    shared.members_frame = std::move(frame);
-    for (const auto& [address, link] : links) link->Send(shared.members_frame);
-    last_beat_ms = shared.NowMs();
   }
 
   // Links follow the membership: one to every member that has not left, and
@@ -307,7 +301,10 @@ struct Gossip::Impl {
     for (const auto& [node_id, address] : members) {
       const auto link = links.find(address);
       unreachable += link == links.end() || !link->second->up() ? 1 : 0;
-      if (link != links.end() && link->second->TakeWentDown()) {
+      // Down, and not up again already (a new connection to the same run
+      // shows it alive: MemberLosses::Alive).
+      if (link != links.end() && link->second->TakeWentDown() && !link->second->up()) {
+        probes->LinkDown(node_id, now_ms);
         shared.member_losses.LinkWentDown(
             *std::find_if(records.begin(), records.end(),
                           [id = node_id](const protocol::MemberRecord& record) {
@@ -354,8 +351,12 @@ struct Gossip::Impl {
     const std::string_view state = protocol::MemberStateName(member.state);
     if (member.state == protocol::MemberState::kSuspect ||
         member.state == protocol::MemberState::kDead) {
-      spdlog::warn("member node {} ({}) is {}: no heartbeat for {} ms", member.node_id,
-                   member.address, state, member.last_heard_ms_ago);
+      spdlog::warn("member node {} ({}) is {}: {}, last heard from {} ms ago", member.node_id,
+                   member.address, state,
+                   member.state == protocol::MemberState::kSuspect
+                       ? "a probe went unanswered"
+                       : "suspect for --dead-after-ms less --suspect-after-ms without answering",
+                   member.last_heard_ms_ago);
     } else {
       spdlog::info("member node {} ({}) is {}", member.node_id, member.address, state);
     }
@@ -412,7 +413,7 @@ struct Gossip::Impl {
   std::set<std::string> self_seeds;     // the seeds that are this node
   std::set<std::shared_ptr<PeerSession>> sessions;
   uint64_t sessions_accepted = 0;
-  int64_t last_beat_ms = INT64_MIN / 2;
+  std::optional<MemberProbes> probes;        // from Start
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;
   bool stopping = false;
@@ -475,15 +476,17 @@ void Gossip::Start() {
   self.address = impl.advertise_address;
   self.incarnation = static_cast<uint64_t>(impl.shared.WallMs());
   impl.shared.incarnation = self.incarnation;
-  impl.shared.membership.emplace(Membership::Options{self, impl.shared.options.suspect_after_ms,
-                                                     impl.shared.options.dead_after_ms},
-                                 impl.shared.NowMs());
+  impl.shared.membership.emplace(
+      Membership::Options{self,
+                          impl.shared.options.dead_after_ms - impl.shared.options.suspect_after_ms},
+      impl.shared.NowMs());
+  impl.probes.emplace(impl.shared, &impl.links);
+  impl.shared.probes = &*impl.probes;
   impl.shared.member_losses.Start(impl.shared.options.stored_crash_losses, self.node_id,
                                   self.incarnation, impl.shared.options.crashed,
                                   impl.shared.WallMs());
   impl.self_seeds.insert(impl.advertise_address);
   impl.dropped_seeds.insert(impl.advertise_address);
-  impl.Beat(/*leaving=*/false);
   impl.FollowMembership(impl.shared.NowMs());
   const auto log_failure = [](const char* what) {
     return [what](std::exception_ptr e) {
@@ -539,7 +542,11 @@ void Gossip::Leave(int64_t timeout_ms) {
   std::future<void> done = sent.get_future();
   asio::post(impl.io, [&impl, &sent, timeout_ms] {
     impl.Round(/*flush_deferred=*/true);  // the admissions that wait, before the peers drop it
-    impl.Beat(/*leaving=*/true);
+    {
+      std::lock_guard<std::mutex> lock(impl.shared.mu);
+      impl.shared.membership->Leave(impl.shared.WallMs());
+    }
+    impl.probes->SendTable();
     impl.leave_deadline_ms = impl.shared.NowMs() + timeout_ms;
     impl.leave_done = &sent;
     impl.EndRest();  // the rounds that finish the leave come every interval
@@ -568,7 +575,7 @@ Status Gossip::ForgetMember(NodeId member, bool* forgotten) {
       spdlog::warn("forgetting member node {}: an operator says it is gone for good", member);
       // What it kept back is lost: its run ends here, as a crash's does.
       impl.shared.member_losses.Restarted(member, incarnation, impl.shared.WallMs());
-      impl.Beat(/*leaving=*/false);  // every peer hears of it now, not a table later
+      impl.probes->SendTable();  // every peer hears of it now, not with the probes
       impl.FollowMembership(impl.shared.NowMs());
     }
     result->set_value(status);

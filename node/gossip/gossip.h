@@ -2,33 +2,38 @@
 // merges theirs, so that every node enforces one cluster-wide limit; and
 // keeps the cluster's membership (README "Cluster").
 //
-// Membership (node/gossip/membership.h): the node starts from seeds (host:port,
-// the name may resolve to several addresses; seeds that are this node are
-// skipped) and dials them; each link sends this node's membership table
-// right after the handshake and every membership_interval_ms, with this
-// node's heartbeat + 1. Whoever learns of a member dials its advertised
-// address, so joining through any one seed reaches every member. A member
-// whose heartbeat stops advancing is suspect after suspect_after_ms and dead
-// after dead_after_ms (its link keeps redialling: it may come back, or be
-// cut off; once it is heard of again, the redial is immediate); one that
+// Membership (node/gossip/membership.h, prober.h): the node starts from
+// seeds (host:port, the name may resolve to several addresses; seeds that
+// are this node are skipped) and dials them; each link sends this node's
+// whole membership table right after the handshake. Whoever learns of a
+// member dials its advertised address, so joining through any one seed
+// reaches every member. Failures are found by SWIM's probes: every
+// membership_interval_ms a node pings one member (with indirect probes
+// through others when the ping goes unanswered); a member that answers
+// none within suspect_after_ms is suspect, and dead when it has not refuted
+// the suspicion by dead_after_ms (its link keeps redialling: it may come
+// back, or be cut off; once it is heard of again, the redial is
+// immediate). A member whose link drops is probed at once. What changed
+// (suspicions, deaths, refutations, leaves) rides on the probes. One that
 // leaves (Leave) is dropped by every node at once; one that restarts is
-// alive again with its first table. A seed that turns out
-// to be a member known under another address is dropped for that member's
-// link.
+// alive again with its first table. A seed that turns out to be a member
+// known under another address is dropped for that member's link.
 //
 // Links: for every member (and seed) this node keeps one outgoing TCP
-// connection that carries its own state to that peer: a hello (answered by
-// the peer's hello), then a full sync (every live replicated key with every
-// node's slots and stamps, shard by shard, then syncDone), then every
-// interval_ms a delta (the keys admitted to here since the last round, this
-// node's own slots and new stamps only), a heartbeat when there was nothing
-// to send for heartbeat_ms, and a new full sync every full_sync_interval_ms:
-// of the shards whose replica version (Limiter::ReplicaVersion) moved since
-// the peer last had them, and every tenth of all shards (gossip_link.cc).
-// Rounds rest while there is nothing to send and every link is up: after a
-// round that sent nothing, the next comes when the next membership table or
-// the earliest admission that waits is due, or an interval after the last
-// one as soon as the Limiter has something for it (NoteWork).
+// connection that carries its own state and its membership messages to
+// that peer: a hello (answered by the peer's hello), then a full sync
+// (every live replicated key with every node's slots and stamps, shard by
+// shard, then syncDone), then every interval_ms a delta (the keys admitted
+// to here since the last round, this node's own slots and new stamps
+// only), and a new full sync every full_sync_interval_ms: of the shards
+// whose replica version (Limiter::ReplicaVersion) moved since the peer last
+// had them, and every tenth of all shards (gossip_link.cc). A link with
+// nothing to send sends nothing: TCP keepalive ends a connection whose peer
+// vanished. Rounds rest while there is nothing to send, every link is up
+// and no probe or suspicion is under way: after a round that sent nothing,
+// the next comes when the next ping or the earliest admission that waits is
+// due, or an interval after the last one as soon as the Limiter has
+// something for it (NoteWork).
 // A link that breaks is redialled with a backoff (reconnect_min_ms doubling
 // to reconnect_max_ms) and starts with a full sync again: that is the
 // anti-entropy that repairs whatever deltas were lost with the connection.
@@ -62,7 +67,8 @@
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
 // reordered messages change nothing). A session that sends anything but a
 // well-formed hello first, a message without a valid seal, garbage, this
-// node's own id, or is silent for idle_timeout_ms is closed and logged
+// node's own id, or sends no whole message for idle_timeout_ms before its
+// first seal checks out or while a frame is half there, is closed and logged
 // (rate-limited); the others go on. With max_connections sessions open, a
 // new connection is closed at once (logged, counted as refused). Accepting
 // backs off when descriptors run out (node/net/accept_loop.h). The
@@ -113,16 +119,18 @@ class Gossip {
     // node's slots of it on to every peer; and this node relays for others
     // (its hello says so). false: it sends every delta to every peer itself.
     bool relay = true;
-    // Heartbeat and membership table to every peer: N (N - 1) messages per
-    // interval across the cluster, most of an idle cluster's CPU; 500 ms
-    // leaves 3 beats within suspect_after_ms.
+    // One member probed per interval (node/gossip/prober.h): about four
+    // small messages per node per interval, whatever the cluster's size.
     int64_t membership_interval_ms = 500;
-    int64_t suspect_after_ms = 1'500;  // without a newer heartbeat
-    int64_t dead_after_ms = 3'000;
+    // A probe unanswered this long (x 1 + local health) makes its member
+    // suspect; one that does not refute within dead_after_ms -
+    // suspect_after_ms after that is dead. So a killed node, whose links
+    // drop at once and which is probed then, is dead dead_after_ms later.
+    int64_t suspect_after_ms = 1'000;
+    int64_t dead_after_ms = 2'500;
     // A member whose clock is off this node's by more is warned about in the log.
     int64_t max_clock_offset_ms = 100;
     int64_t full_sync_interval_ms = 30'000;
-    int64_t heartbeat_ms = 1'000;
     int64_t idle_timeout_ms = 5'000;
     int64_t write_timeout_ms = 5'000;
     int64_t connect_timeout_ms = 1'000;

@@ -10,15 +10,11 @@
 namespace tally {
 namespace {
 
-// Every this many full syncs of a link, one sends every shard; the others
-// send only shards whose replica version moved since the peer last had them
-// on this connection (the first sync on a connection has nothing to skip). The complete ones repair
-// what the peer lost without a reconnect: a key it forgot (tallyctl reset --local), a merge it
-// refused at its key cap.
-constexpr uint64_t kCompleteSyncEvery = 10;
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.
 constexpr size_t kSyncWatermarkBytes = 1 << 20;
+// No replica version: the shard goes whole at the next full sync.
+constexpr uint64_t kNotSynced = UINT64_MAX;
 
 Frame FrameOf(void (*encode)(std::string*)) {
   auto frame = std::make_shared<std::string>();
@@ -106,6 +102,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   co_await asio::async_connect(socket_, others, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return Status::Unavailable("cannot connect: " + ec.message());
   socket_.set_option(tcp::no_delay(true), ec);
+  KeepAlive(socket_);
   if (Status status = co_await stream_.Handshake(NetStream::Side::kClient); !status.ok()) {
     co_return status;
   }
@@ -147,6 +144,7 @@ asio::awaitable<Status> PeerLink::Connect() {
   peer_id_ = reply.node_id;
   peer_relays_ = reply.relays;
   peer_incarnation_ = reply.incarnation;
+  shared_.member_losses.Alive(peer_id_, peer_incarnation_);
   up_ = true;
   ++connects_;
   GossipShared::Add(shared_.bytes_sent, hello.size());
@@ -158,13 +156,13 @@ asio::awaitable<Status> PeerLink::Connect() {
   }
   ever_up_ = true;
   reported_down_ = false;
-  last_enqueue_ms_ = shared_.NowMs();
   // First a heartbeat: the peer takes only small frames until one of ours
   // proves the secret (HandshakeFrameLimits); the membership table may be large.
   Enqueue(FrameOf(&protocol::EncodeHeartbeat));
-  if (shared_.members_frame) Enqueue(shared_.members_frame);
-  synced_versions_.assign(Limiter::shard_count(), 0);  // a new connection gets everything
+  Enqueue(shared_.probes->TableFrame());
+  synced_versions_.assign(Limiter::shard_count(), kNotSynced);  // a new connection gets all
   StartSync();
+  shared_.probes->LinkUp(peer_id_);
   PublishStatus();
   co_return Status::OK();
 }
@@ -218,7 +216,6 @@ void PeerLink::Enqueue(Frame frame) {
   if (idle()) busy_since_ms_ = shared_.NowMs();
   queue_.push_back(std::move(frame));
   queue_.push_back(std::move(seal));
-  last_enqueue_ms_ = shared_.NowMs();
   if (!writing_) WriteNext();
 }
 
@@ -250,8 +247,19 @@ void PeerLink::WriteNext() {
 void PeerLink::StartSync() {
   sync_shard_ = 0;
   last_sync_ms_ = shared_.NowMs();
-  complete_sync_ = full_syncs_sent_ % kCompleteSyncEvery == 0;
+  // This node forgot state since its last sync to this peer: the peer sends
+  // it everything again (PeerSession, kResync), as after a reconnect.
+  if (const uint64_t forgotten = shared_.Forgotten(); forgotten != forgotten_told_) {
+    forgotten_told_ = forgotten;
+    Enqueue(FrameOf(&protocol::EncodeResync));
+  }
   PumpSync();
+}
+
+void PeerLink::ResyncAll() {
+  if (!up_) return;  // the full sync after the reconnect sends everything
+  std::fill(synced_versions_.begin(), synced_versions_.end(), kNotSynced);
+  if (sync_shard_ < 0) StartSync();
 }
 
 void PeerLink::PumpSync() {
@@ -264,7 +272,7 @@ void PeerLink::PumpSync() {
       return;
     }
     const size_t shard = static_cast<size_t>(sync_shard_++);
-    if (!complete_sync_ && shared_.limiter->ReplicaVersion(shard) == synced_versions_[shard]) {
+    if (shared_.limiter->ReplicaVersion(shard) == synced_versions_[shard]) {
       continue;  // the peer has had all of it since this connection began
     }
     protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
@@ -290,9 +298,6 @@ void PeerLink::Tick(int64_t now_ms) {
   }
   if (up_ && sync_shard_ < 0 && now_ms - last_sync_ms_ >= shared_.options.full_sync_interval_ms) {
     StartSync();
-  }
-  if (up_ && now_ms - last_enqueue_ms_ >= shared_.options.heartbeat_ms) {
-    Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   }
   PublishStatus();
 }

@@ -27,6 +27,7 @@
 #include "node/gossip/gossip.h"
 #include "node/gossip/member_losses.h"
 #include "node/gossip/membership.h"
+#include "node/gossip/prober.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
 #include "node/tls/tls_stream.h"
@@ -47,6 +48,14 @@ protocol::FrameLimits PeerFrameLimits();
 // The limits before that: a hello, a seal, and the dialler's first sealed
 // message (a heartbeat) are tiny, so an outsider never gets a large buffer.
 protocol::FrameLimits HandshakeFrameLimits();
+
+// Turns on TCP keepalive: a connection whose peer vanished without a word
+// (a host that lost power) ends within about a minute though nothing is
+// sent on it at rest. The kernel sends the probes: nothing wakes up here.
+void KeepAlive(tcp::socket& socket);
+
+class MemberProbes;
+class PeerLink;
 
 struct GossipShared {
   GossipShared(const Gossip::Options& gossip_options, Limiter* replicated)
@@ -71,13 +80,22 @@ struct GossipShared {
 
   // Gossip thread only.
   uint64_t incarnation = 0;  // this node's run (Gossip::Start, before the thread)
+  // Merges this node refused at its key cap (max_keys).
+  uint64_t refused_at_cap = 0;
+  // State this node forgot that its peers had sent it: keys erased
+  // (tallyctl reset --local) and merges refused at its key cap. When it
+  // moves, each link asks its peer for everything again (kResync) at its
+  // next full sync.
+  uint64_t Forgotten() const { return limiter->erasures() + refused_at_cap; }
+  // The link to a node, if one is up (null: none).
+  std::function<PeerLink*(NodeId)> link_to;
   MemberLosses member_losses;
   // A member restarted without leaving: the next round sends everything
   // that waits (what this node keeps back and what it holds as a relayer)
   // to every peer, so that every view, the restarted member's too, holds
   // what survived its crash within a delivery time, not two waits.
   bool flush_deferred = false;
-  Frame members_frame;  // the latest membership table, encoded: sent after every hello
+  MemberProbes* probes = nullptr;  // the membership's messages; set by Gossip::Start
   // Ends a rest of the rounds (Gossip): the next round comes an interval
   // after the last. A link that goes down calls it, so that the engine hears
   // of the unreachable peer at the next round, as without rest.
@@ -135,8 +153,11 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void RedialNow();
   // Queues a round's delta frames (if the link is up).
   void SendDelta(const std::vector<Frame>& frames, uint64_t entries);
-  // Every round: deadlines, heartbeat, periodic full sync, status.
+  // Every round: deadlines, periodic full sync, status.
   void Tick(int64_t now_ms);
+  // The peer forgot state it had (kResync): every shard goes again, in a
+  // full sync that starts now unless one is under way.
+  void ResyncAll();
   bool up() const { return up_; }
   // Whether the link went down from up (not by Stop) since the last call:
   // the peer may have crashed with admissions it kept back.
@@ -188,15 +209,16 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   size_t queued_bytes_ = 0;
   bool writing_ = false;
   int64_t write_started_ms_ = 0;
-  int64_t last_enqueue_ms_ = 0;
   int64_t busy_since_ms_ = 0;  // when the queue last filled after being empty
   int sync_shard_ = -1;        // the next shard of a full sync in progress; -1: none
   int64_t last_sync_ms_ = 0;
   // By shard, the replica version (Limiter::ReplicaVersion) the peer has had
-  // in full since this connection began; 0: nothing yet. A full sync skips a
-  // shard whose version has not moved, except every kCompleteSyncEvery-th.
+  // in full since this connection began (or it asked for everything again:
+  // ResyncAll); kNotSynced: not yet. A full sync skips a shard whose version
+  // has not moved.
   std::vector<uint64_t> synced_versions_;
-  bool complete_sync_ = true;  // the full sync in progress sends every shard
+  // GossipShared::Forgotten() when this link last told the peer (kResync).
+  uint64_t forgotten_told_ = 0;
   uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
 };
 
@@ -211,7 +233,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Closes the session as one refused: logged (rate-limited) and counted in
   // sessions_refused, once however often it is refused.
   void Refuse(const std::string& why);
-  // Closes the session when nothing arrived for idle_timeout_ms.
+  // Closes the session when no whole message arrived for idle_timeout_ms
+  // while the peer has not proven the secret or a frame is half there: a
+  // member with nothing to say may be silent for as long as it likes.
   void Tick(int64_t now_ms);
   // The peer has sent a message sealed under the cluster secret.
   bool proven() const { return counted_; }
@@ -228,7 +252,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges merge_batch_[0, pending) as from `source`; adds the entries
   // merged to *merged.
   void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
-  // A membership table and the crash losses that came with it.
+  // Membership records, the crash losses and the probe that came with them.
   void MergeMembers(const protocol::PeerMessage& message);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)
   // or closed (-1), entries merged, a full sync completed.
@@ -254,6 +278,54 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   static constexpr size_t kMergeBatchKeys = 1'024;
   std::vector<KeySnapshot> merge_batch_;
   std::vector<Status> merge_statuses_;
+};
+
+// The membership's messages (node/gossip/prober.h, membership.h): every
+// round the next ping, the indirect probes and the suspicions; the probes
+// that arrive, answered or forwarded; and the whole table, after a hello and
+// when this node leaves or forgets a member. Each probe carries the records
+// that changed (Membership::TakeUpdates); every kTableEvery-th ping of this
+// node's carries the whole table instead, so that a record an epidemic
+// missed still arrives. Gossip thread only.
+class MemberProbes {
+ public:
+  static constexpr size_t kUpdatesPerMessage = 8;
+  static constexpr uint64_t kTableEvery = 20;
+
+  // links: the gossip's, by address; must outlive this.
+  MemberProbes(GossipShared& shared, const std::map<std::string, std::shared_ptr<PeerLink>>* links);
+  // Pings, indirect probes, failed probes turned suspect, suspects turned dead.
+  void Tick(int64_t now_ms);
+  // The link to `member` went down: it is probed now, not in its turn.
+  void LinkDown(NodeId member, int64_t now_ms);
+  // The link to `member` came up: a ping of it under way goes now.
+  void LinkUp(NodeId member);
+  // A probe from node `from`, after the records that came with it were merged.
+  void Receive(NodeId from, const protocol::Probe& probe);
+  // This node refuted a suspicion of itself: its record goes to every link now.
+  void Refuted();
+  // This node stood still for stall_ms.
+  void Stalled(int64_t stall_ms);
+  // The whole table to every link that is up, now.
+  void SendTable();
+  // The whole table, encoded (cached until a record changes): sent after every hello.
+  Frame TableFrame();
+  // A probe or a suspicion is under way: rounds must come every interval.
+  bool busy() const;
+  // When the next ping is due, from now.
+  int64_t next_ping_in_ms(int64_t now_ms) const;
+
+ private:
+  void Send(const Prober::Message& message);
+  PeerLink* LinkTo(NodeId member) const;
+
+  GossipShared& shared_;
+  const std::map<std::string, std::shared_ptr<PeerLink>>* const links_;
+  Prober prober_;
+  uint64_t pings_sent_ = 0;
+  int64_t last_tick_ms_ = 0;
+  Frame table_frame_;
+  uint64_t table_version_ = 0;  // Membership::records_version() when table_frame_ was made
 };
 
 }  // namespace tally

@@ -111,7 +111,8 @@ void PeerSession::Close() {
 }
 
 void PeerSession::Tick(int64_t now_ms) {
-  if (socket_.is_open() && now_ms - last_frame_ms_ > shared_.options.idle_timeout_ms) {
+  const bool waiting = !counted_ || !in_.readable().empty();
+  if (waiting && socket_.is_open() && now_ms - last_frame_ms_ > shared_.options.idle_timeout_ms) {
     shared_.log.Warn("closing gossip session from " + peer_ + ": silent for " +
                      std::to_string(now_ms - last_frame_ms_) + " ms");
     Close();
@@ -169,6 +170,7 @@ asio::awaitable<Status> PeerSession::Serve() {
   // below tells the dialler so; nothing after it is read.
   const bool from_self = message.node_id == shared_.limiter->node_id();
   node_id_ = message.node_id;
+  const uint64_t peer_incarnation = message.incarnation;
   const std::string nonce = protocol::RandomNonce();
   auth_.emplace(shared_.options.cluster_secret, message.nonce, nonce);
   in_.Consume(sizes[0]);
@@ -194,6 +196,7 @@ asio::awaitable<Status> PeerSession::Serve() {
     if (!counted_) {  // the first sealed message: the peer holds the secret
       Heard(/*sessions=*/+1, 0, false);
       counted_ = true;
+      shared_.member_losses.Alive(node_id_, peer_incarnation);
     }
     if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
     last_frame_ms_ = shared_.NowMs();
@@ -202,6 +205,10 @@ asio::awaitable<Status> PeerSession::Serve() {
         if (Status status = Merge(message); !status.ok()) co_return status;
         break;
       case protocol::PeerMessageKind::kMembers: MergeMembers(message); break;
+      case protocol::PeerMessageKind::kResync:
+        if (PeerLink* const link = shared_.link_to(node_id_)) link->ResyncAll();
+        Heard(0, 0, false);
+        break;
       case protocol::PeerMessageKind::kSyncDone:
         GossipShared::Add(shared_.full_syncs_received, 1);
         Heard(0, 0, /*synced=*/true);
@@ -260,6 +267,7 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
       continue;
     }
     GossipShared::Add(shared_.entries_rejected, 1);
+    if (status.code() == Status::Code::kResourceExhausted) ++shared_.refused_at_cap;
     shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
                      "): a key's state was not merged: " + status.ToString());
   }
@@ -267,11 +275,16 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
 
 void PeerSession::MergeMembers(const protocol::PeerMessage& message) {
   std::vector<Membership::Restart> restarts;
+  bool refuted = false;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->Merge(message.members, shared_.NowMs(), shared_.WallMs(), node_id_,
-                              &restarts);
+    refuted =
+        shared_.membership->Merge(message.members, shared_.NowMs(), shared_.WallMs(), &restarts);
+    shared_.membership->HeardFrom(node_id_, message.probe ? message.probe->wall_ms : 0,
+                                  shared_.NowMs(), shared_.WallMs());
   }
+  if (refuted) shared_.probes->Refuted();
+  if (message.probe) shared_.probes->Receive(node_id_, *message.probe);
   // Before the sender's full sync, which follows its table on the link: a
   // restarting node counts its losses before it serves.
   for (const Membership::Restart& restart : restarts) {

@@ -22,9 +22,15 @@ void MemberLosses::LinkWentDown(const protocol::MemberRecord& record, uint64_t l
       "node {} dropped its link without leaving: what it may have kept back counts as spent "
       "until it is heard alive",
       record.node_id);
-  // Beats of that run from here on show it alive (a record of an older run: from 0).
-  pending_[record.node_id] = {incarnation, record.incarnation == incarnation ? record.heartbeat : 0,
-                              wall_ms};
+  pending_[record.node_id] = {incarnation, wall_ms};
+  Publish(false);
+}
+
+void MemberLosses::Alive(NodeId node, uint64_t incarnation) {
+  const auto pending = pending_.find(node);
+  if (pending == pending_.end() || pending->second.incarnation != incarnation) return;
+  spdlog::debug("node {} is alive: nothing it kept back was lost", node);
+  pending_.erase(pending);
   Publish(false);
 }
 
@@ -55,10 +61,8 @@ void MemberLosses::Follow(std::span<const protocol::MemberRecord> records, NodeI
     if (record.node_id == self_id || pending == pending_.end()) continue;
     const Pending& loss = pending->second;
     // A newer incarnation is settled by Restarted, as the record arrives.
-    if (record.incarnation == loss.incarnation &&
-        (record.left || record.heartbeat >= loss.heartbeat + kAliveBeats)) {
-      spdlog::debug("node {} is {}: nothing it kept back was lost", record.node_id,
-                    record.left ? "leaving" : "alive");
+    if (record.incarnation == loss.incarnation && record.left) {
+      spdlog::debug("node {} is leaving: nothing it kept back was lost", record.node_id);
       pending_.erase(pending);
       changed = true;
     }

@@ -5,11 +5,12 @@
 // Two kinds:
 //  - Pending, this node's own suspicion. A member's link going down without
 //    its leaving is the first sign of a crash: a loss is counted at once. It
-//    is settled by what the membership says next about that member: a newer
-//    incarnation (it restarted) makes it a crash loss, below; kAliveBeats
-//    more heartbeats of the same incarnation (it was cut off or its link
-//    dropped, and it lives) or its leave (it sent what it kept back first)
-//    mean nothing was lost, and it is forgotten.
+//    is settled by what is heard next of that member: a newer incarnation
+//    (it restarted) makes it a crash loss, below; a new connection to or
+//    from the same run (Alive: it was cut off or its link dropped, and it
+//    lives) or its leave (it sent what it kept back first) mean nothing was
+//    lost, and it is forgotten. Only a new connection counts: a message of
+//    that run relayed by others may have left it before it crashed.
 //  - Crash losses (node/common/crash_loss.h), replicated state: a member
 //    restarted without its previous run having left (Membership::Merge says
 //    so: a peer's record replaced by a newer incarnation, or a record of this
@@ -46,10 +47,6 @@ namespace tally {
 
 class MemberLosses {
  public:
-  // Heartbeats of the same incarnation after its link went down that show a
-  // member alive. More than one: a heartbeat beaten before a crash may still
-  // arrive relayed by another member a membership interval or two later.
-  static constexpr uint64_t kAliveBeats = 3;
   // How long a crash loss is kept: the sliding counter counts a window and
   // the one before, of at most kMaxWindowMs.
   static constexpr int64_t kKeepMs = 2 * static_cast<int64_t>(kMaxWindowMs);
@@ -71,12 +68,16 @@ class MemberLosses {
   // has been counted (Restarted).
   void LinkWentDown(const protocol::MemberRecord& record, uint64_t link_incarnation,
                     int64_t wall_ms);
+  // A connection to or from `node`'s run `incarnation` has just proven the
+  // secret (its hello said that run): a loss noted for that run is settled.
+  void Alive(NodeId node, uint64_t incarnation);
   // `node` runs as `incarnation` now, and its previous run did not leave.
   void Restarted(NodeId node, uint64_t incarnation, int64_t wall_ms);
   // A peer's crash losses (from its membership table).
   void Merge(std::span<const CrashLoss> losses, int64_t wall_ms);
   // Every round: every member's record (left ones too; this node's is
-  // ignored by self_id). Settles pending losses and lets old ones go.
+  // ignored by self_id). Settles the pending losses of members that left,
+  // and lets old crash losses go.
   void Follow(std::span<const protocol::MemberRecord> records, NodeId self_id, int64_t wall_ms);
 
   // The crash losses, by (node_id, incarnation): what a membership table carries.
@@ -87,8 +88,7 @@ class MemberLosses {
  private:
   struct Pending {
     uint64_t incarnation = 0;
-    uint64_t heartbeat = 0;  // when its link went down
-    int64_t at_ms = 0;       // wall clock, when its link went down
+    int64_t at_ms = 0;  // wall clock, when its link went down
   };
   // Adds or merges one crash loss (the earliest at_ms); true if that changed anything.
   bool Add(const CrashLoss& loss, int64_t wall_ms);

@@ -1,38 +1,44 @@
 #include "node/gossip/membership.h"
 
 #include <algorithm>
+#include <bit>
 #include <tuple>
 
 namespace tally {
 namespace {
 
+using protocol::MemberRecord;
+using protocol::MemberState;
+
+// How grave a record's state is, at one version: a graver one is newer.
+int Gravity(const MemberRecord& record) {
+  if (record.left) return record.forgotten ? 4 : 3;
+  return static_cast<int>(record.state);  // alive 0, suspect 1, dead 2
+}
+
 // Which of two records about one member is newer: a later incarnation, or
-// in one incarnation a later heartbeat, or the same beat marked left.
-bool Newer(const protocol::MemberRecord& a, const protocol::MemberRecord& b) {
-  return std::tuple(a.incarnation, a.heartbeat, a.left) >
-         std::tuple(b.incarnation, b.heartbeat, b.left);
+// in one incarnation a later version, or at one version the graver state.
+bool Newer(const MemberRecord& a, const MemberRecord& b) {
+  return std::tuple(a.incarnation, a.heartbeat, Gravity(a)) >
+         std::tuple(b.incarnation, b.heartbeat, Gravity(b));
 }
 
 }  // namespace
 
 Membership::Membership(const Options& options, int64_t now_ms)
-    : self_id_(options.self.node_id),
-      suspect_after_ms_(options.suspect_after_ms),
-      dead_after_ms_(options.dead_after_ms) {
+    : self_id_(options.self.node_id), suspicion_ms_(options.suspicion_ms) {
   Member& self = members_[self_id_];
   self.record = options.self;
-  self.advanced_ms = now_ms;
-}
-
-void Membership::Beat(int64_t wall_ms) {
-  protocol::MemberRecord& self = members_.at(self_id_).record;
-  ++self.heartbeat;
-  self.heartbeat_wall_ms = wall_ms;
+  self.record.state = MemberState::kAlive;
+  self.heard_ms = now_ms;
 }
 
 void Membership::Leave(int64_t wall_ms) {
-  members_.at(self_id_).record.left = true;
-  Beat(wall_ms);
+  Member& self = members_.at(self_id_);
+  self.record.left = true;
+  ++self.record.heartbeat;
+  self.record.heartbeat_wall_ms = wall_ms;
+  Queue(&self);
 }
 
 Status Membership::Forget(NodeId member, bool* forgotten) {
@@ -46,32 +52,43 @@ Status Membership::Forget(NodeId member, bool* forgotten) {
     return Status::InvalidArgument("no member " + std::to_string(member) +
                                    " in this node's view of the cluster");
   }
-  protocol::MemberRecord& record = it->second.record;
+  MemberRecord& record = it->second.record;
   if (record.left) return Status::OK();
   record.left = true;
   record.forgotten = true;
   *forgotten = true;
+  Queue(&it->second);
   return Status::OK();
 }
 
-void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms,
-                       int64_t wall_ms, NodeId sender, std::vector<Restart>* restarts) {
-  for (const protocol::MemberRecord& record : records) {
+bool Membership::Refute(const MemberRecord& record, int64_t wall_ms) {
+  Member& self = members_.at(self_id_);
+  if (self.record.left || record.incarnation != self.record.incarnation ||
+      record.heartbeat < self.record.heartbeat ||
+      (record.state == MemberState::kAlive && !record.left)) {
+    return false;
+  }
+  self.record.heartbeat = record.heartbeat + 1;
+  self.record.heartbeat_wall_ms = wall_ms;
+  Queue(&self);
+  return true;
+}
+
+bool Membership::Merge(std::span<const MemberRecord> records, int64_t now_ms, int64_t wall_ms,
+                       std::vector<Restart>* restarts) {
+  bool refuted = false;
+  for (const MemberRecord& record : records) {
     if (record.node_id == self_id_) {
-      const protocol::MemberRecord& self = members_.at(self_id_).record;
+      const MemberRecord& self = members_.at(self_id_).record;
       if (restarts && record.incarnation < self.incarnation && !record.left) {
         restarts->push_back({self_id_, self.incarnation});
       }
+      refuted = Refute(record, wall_ms) || refuted;
       continue;
     }
     const auto [it, added] = members_.try_emplace(record.node_id);
     Member& member = it->second;
-    // A sample even when a relayed copy of the record came first.
-    if (record.node_id == sender && record.heartbeat_wall_ms != 0) {
-      member.offset_samples[member.offsets_seen % kOffsetSamples] =
-          record.heartbeat_wall_ms - wall_ms;
-      ++member.offsets_seen;
-    }
+    if (added) member.heard_ms = now_ms;
     if (!added && !Newer(record, member.record)) continue;
     // A newer run, or the same run forgotten by an operator (gone for
     // good): what the run it replaces kept back is lost.
@@ -79,10 +96,108 @@ void Membership::Merge(std::span<const protocol::MemberRecord> records, int64_t 
         (record.incarnation > member.record.incarnation || record.forgotten)) {
       restarts->push_back({record.node_id, record.incarnation});
     }
+    const bool newly_suspect = record.state == MemberState::kSuspect &&
+                               (added || member.record.state != MemberState::kSuspect ||
+                                member.record.heartbeat != record.heartbeat ||
+                                member.record.incarnation != record.incarnation);
     member.record = record;
-    member.advanced_ms = now_ms;
-    member.lag_ms = wall_ms - record.heartbeat_wall_ms;
+    if (newly_suspect) member.suspected_ms = now_ms;
+    ++records_version_;
+    if (!added) Queue(&member);
   }
+  return refuted;
+}
+
+void Membership::HeardFrom(NodeId sender, int64_t sender_wall_ms, int64_t now_ms, int64_t wall_ms) {
+  const auto it = members_.find(sender);
+  if (it == members_.end() || sender == self_id_) return;
+  Member& member = it->second;
+  member.heard_ms = now_ms;
+  if (sender_wall_ms == 0) return;
+  member.lag_ms = wall_ms - sender_wall_ms;
+  member.offset_samples[member.offsets_seen % kOffsetSamples] = sender_wall_ms - wall_ms;
+  ++member.offsets_seen;
+}
+
+void Membership::HeardThrough(NodeId member, int64_t now_ms) {
+  const auto it = members_.find(member);
+  if (it != members_.end() && member != self_id_) it->second.heard_ms = now_ms;
+}
+
+void Membership::Suspect(NodeId member, int64_t now_ms) {
+  const auto it = members_.find(member);
+  if (it == members_.end() || member == self_id_) return;
+  MemberRecord& record = it->second.record;
+  if (record.left || record.state != MemberState::kAlive) return;
+  record.state = MemberState::kSuspect;
+  it->second.suspected_ms = now_ms;
+  Queue(&it->second);
+}
+
+void Membership::Expire(int64_t now_ms) {
+  for (auto& [id, member] : members_) {
+    if (member.record.left || member.record.state != MemberState::kSuspect ||
+        now_ms - member.suspected_ms < suspicion_ms_) {
+      continue;
+    }
+    member.record.state = MemberState::kDead;
+    Queue(&member);
+  }
+}
+
+void Membership::Postpone(int64_t stall_ms) {
+  for (auto& [id, member] : members_) {
+    if (member.record.state == MemberState::kSuspect) member.suspected_ms += stall_ms;
+  }
+}
+
+bool Membership::AnySuspect() const {
+  return std::any_of(members_.begin(), members_.end(), [](const auto& entry) {
+    return !entry.second.record.left && entry.second.record.state == MemberState::kSuspect;
+  });
+}
+
+void Membership::Queue(Member* member) {
+  ++records_version_;
+  const int log2_members = std::bit_width(members_.size() + 1);  // ceil(log2(n + 1)), about
+  member->transmits_left = kTransmitFactor * log2_members;
+  member->transmits_done = 0;
+}
+
+std::vector<MemberRecord> Membership::TakeUpdates(size_t max) {
+  std::vector<Member*> queued;
+  for (auto& [id, member] : members_) {
+    if (member.transmits_left > 0) queued.push_back(&member);
+  }
+  const size_t count = std::min(max, queued.size());
+  std::partial_sort(queued.begin(), queued.begin() + static_cast<ptrdiff_t>(count), queued.end(),
+                    [](const Member* a, const Member* b) {
+                      return std::tuple(a->transmits_done, a->record.node_id) <
+                             std::tuple(b->transmits_done, b->record.node_id);
+                    });
+  std::vector<MemberRecord> updates;
+  updates.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    --queued[i]->transmits_left;
+    ++queued[i]->transmits_done;
+    updates.push_back(queued[i]->record);
+  }
+  return updates;
+}
+
+const MemberRecord* Membership::Find(NodeId member) const {
+  const auto it = members_.find(member);
+  return it == members_.end() ? nullptr : &it->second.record;
+}
+
+std::vector<NodeId> Membership::Probeable() const {
+  std::vector<NodeId> probeable;
+  for (const auto& [id, member] : members_) {
+    if (id != self_id_ && !member.record.left && member.record.state != MemberState::kDead) {
+      probeable.push_back(id);
+    }
+  }
+  return probeable;
 }
 
 std::optional<int64_t> Membership::ClockOffsetMs(const Member& member) {
@@ -105,8 +220,8 @@ std::vector<protocol::MemberStatus> Membership::TakeClockChanges(int64_t max_off
   return changes;
 }
 
-std::vector<protocol::MemberRecord> Membership::Records() const {
-  std::vector<protocol::MemberRecord> records;
+std::vector<MemberRecord> Membership::Records() const {
+  std::vector<MemberRecord> records;
   records.reserve(members_.size());
   for (const auto& [id, member] : members_) records.push_back(member.record);
   return records;
@@ -119,22 +234,14 @@ protocol::MemberStatus Membership::StatusOf(const Member& member, int64_t now_ms
   status.incarnation = member.record.incarnation;
   status.heartbeat = member.record.heartbeat;
   const bool self = member.record.node_id == self_id_;
-  const int64_t silent_ms = self ? 0 : now_ms - member.advanced_ms;
+  const int64_t silent_ms = self ? 0 : now_ms - member.heard_ms;
   status.last_heard_ms_ago = static_cast<uint64_t>(silent_ms > 0 ? silent_ms : 0);
   status.lag_ms = self ? 0 : member.lag_ms;
   if (const std::optional<int64_t> offset_ms = ClockOffsetMs(member)) {
     status.clock_offset_known = true;
     status.clock_offset_ms = *offset_ms;
   }
-  if (member.record.left) {
-    status.state = protocol::MemberState::kLeft;
-  } else if (silent_ms >= dead_after_ms_) {
-    status.state = protocol::MemberState::kDead;
-  } else if (silent_ms >= suspect_after_ms_) {
-    status.state = protocol::MemberState::kSuspect;
-  } else {
-    status.state = protocol::MemberState::kAlive;
-  }
+  status.state = member.record.left ? MemberState::kLeft : member.record.state;
   return status;
 }
 

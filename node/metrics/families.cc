@@ -226,7 +226,7 @@ void AddStatsFamilies(const protocol::StatsReply& s, Families* f) {
     }
   }
   f->Gauge("tally_member_heartbeat_lag_seconds",
-           "Age of the member's last heartbeat when it arrived (clock skew included)");
+           "Age of the member's last probe or ack when it arrived (clock skew included)");
   for (const protocol::MemberStatus& member : s.members) {
     f->Add(static_cast<double>(member.lag_ms) / 1'000.0,
            {{"node", std::to_string(member.node_id)}});
@@ -234,13 +234,13 @@ void AddStatsFamilies(const protocol::StatsReply& s, Families* f) {
   // What --max-clock-offset-ms bounds (tallyd warns past it), for alerts: a
   // series only for members heard from directly.
   f->Gauge("tally_member_clock_offset_seconds",
-           "The member's wall clock minus this node's, estimated from its heartbeats");
+           "The member's wall clock minus this node's, estimated from its probes and acks");
   for (const protocol::MemberStatus& member : s.members) {
     if (!member.clock_offset_known) continue;
     f->Add(static_cast<double>(member.clock_offset_ms) / 1'000.0,
            {{"node", std::to_string(member.node_id)}});
   }
-  f->Gauge("tally_member_last_heard_seconds", "Time since the member's heartbeat last advanced");
+  f->Gauge("tally_member_last_heard_seconds", "Time since a message from the member last arrived");
   for (const protocol::MemberStatus& member : s.members) {
     f->Add(Seconds(member.last_heard_ms_ago), {{"node", std::to_string(member.node_id)}});
   }

@@ -227,7 +227,7 @@ void RequestHandler::HandleReset(const protocol::KeyLimit& limit, protocol::Resp
     return Refuse(
         Status::InvalidArgument(
             "this node is in a cluster: its peers hold this key's counts, its own "
-            "included, and send them back within ten full syncs, so a reset here does not "
+            "included, and send them back at this node's next full sync, so a reset here does not "
             "last; reset --local forgets this node's copy anyway"),
         response);
   }

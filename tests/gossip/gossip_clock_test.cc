@@ -1,6 +1,7 @@
 // The gossip layer in-process: two Gossip instances on loopback, every
 // reading of time from one ManualClock, so membership timing is driven by
 // the test rather than by waiting.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -51,8 +52,41 @@ protocol::MemberState StateOf(const Gossip& gossip, NodeId node) {
   return protocol::MemberState::kLeft;
 }
 
-// A peer that goes silent turns suspect and then dead exactly when the injected clock passes
-// suspect-after and dead-after.
+// A few of the node's rounds (real time) run: whatever the clock made due has happened.
+void RoundsPass(const Gossip& gossip) {
+  const auto rounds = [&] {
+    protocol::StatsReply stats;
+    gossip.AddStats(&stats);
+    return stats.gossip_rounds;
+  };
+  const uint64_t from = rounds();
+  REQUIRE(testing::PollUntil([&] { return rounds() >= from + 3; }));
+}
+
+// Moves the clock on by ms in steps of 100 ms, with a few of the node's
+// rounds after each: a jump in one step would look to it like a stall of
+// its own (MemberProbes::Stalled), which postpones its judgements.
+void Advance(ManualClock* clock, const Gossip& gossip, int64_t ms) {
+  for (int64_t step_ms = 0; ms > 0; ms -= step_ms) {
+    step_ms = std::min<int64_t>(ms, 100);
+    clock->AdvanceMs(step_ms);
+    RoundsPass(gossip);
+  }
+}
+
+// Whether the node's link to `peer` is up.
+bool LinkUp(const Gossip& gossip, NodeId peer) {
+  protocol::StatsReply stats;
+  gossip.AddStats(&stats);
+  for (const protocol::PeerLinkStatus& link : stats.peer_links) {
+    if (link.node_id == peer) return link.up;
+  }
+  return false;
+}
+
+// A peer that stops is probed when its link drops, and turns suspect and
+// then dead exactly when the injected clock passes suspect-after and
+// dead-after from then (rounds run on real time and read the injected clock).
 TEST_CASE("gossip: membership timing follows the injected clock") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
   Gossip::Options options = OptionsOn(&clock);
@@ -69,33 +103,69 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
   a.gossip->Start();
   b.gossip->Start();
 
-  // Joining takes real round trips on loopback; the clock stands still meanwhile.
-  REQUIRE(testing::PollUntil([&] {
-    protocol::StatsReply stats;
-    a.gossip->AddStats(&stats);
-    return stats.members.size() == 2;
-  }));
+  // Joining takes real round trips on loopback; the clock stands still
+  // meanwhile. A's link to B comes up once A has heard of B.
+  REQUIRE(testing::PollUntil([&] { return LinkUp(*a.gossip, 2); }));
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
 
   b.gossip->Stop();  // silent from now on, without a leave
-  // Once A has read the end of B's session, nothing B sent is still on its way.
-  REQUIRE(testing::PollUntil([&] {
-    protocol::StatsReply stats;
-    a.gossip->AddStats(&stats);
-    for (const protocol::PeerNodeStatus& node : stats.peer_nodes) {
-      if (node.node_id == 2 && node.connected) return false;
-    }
-    return true;
-  }));
-  clock.AdvanceMs(999);
+  // A's link to B is down, and a round (every 50 ms of real time) has probed B.
+  REQUIRE(testing::PollUntil([&] { return !LinkUp(*a.gossip, 2); }));
+  RoundsPass(*a.gossip);  // the round that saw the link drop has probed B
+  const auto advance = [&](int64_t ms) { Advance(&clock, *a.gossip, ms); };
+  advance(999);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kAlive);
-  clock.AdvanceMs(1);
+  advance(1);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kSuspect);
-  clock.AdvanceMs(1'999);
+  advance(1'999);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kSuspect);
-  clock.AdvanceMs(1);
+  advance(1);
   CHECK(StateOf(*a.gossip, 2) == protocol::MemberState::kDead);
   a.gossip->Stop();
+}
+
+// A delta lost on the wire (here: taken from A's engine before a round
+// could send it) reaches B with A's next full sync, full_sync_interval_ms
+// later: the shard's replica version moved with the admission, so that
+// sync does not skip it.
+TEST_CASE("gossip: a lost delta is repaired by the next full sync") {
+  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
+  Gossip::Options options = OptionsOn(&clock);
+  options.relay = false;
+  options.full_sync_interval_ms = 1'000;
+  options.membership_interval_ms = 100;  // rounds at rest come this often: Advance is quick
+  Limiter::Options a_options = TestNode::LimiterOptions(1, &clock);
+  a_options.gossip_max_delay_ms = 60'000;  // a far key's admission waits: the clock stands still
+  Limiter a_limiter(a_options);
+  TestNode b(2, &clock);
+  Gossip a_gossip(options, &a_limiter);
+  REQUIRE(a_gossip.Listen().ok());
+  Gossip::Options b_options = options;
+  b_options.seeds = {"127.0.0.1:" + std::to_string(a_gossip.port())};
+  b.gossip.emplace(b_options, &b.limiter);
+  REQUIRE(b.gossip->Listen().ok());
+  a_gossip.Start();
+  b.gossip->Start();
+  REQUIRE(testing::PollUntil([&] { return LinkUp(a_gossip, 2) && LinkUp(*b.gossip, 1); }));
+  RoundsPass(a_gossip);  // the first full sync on the link, of nothing
+
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
+  Decision decision;
+  REQUIRE(a_limiter.Check("lost", spec, 1, &decision).ok());
+  REQUIRE(decision.allowed);
+  size_t taken = 0;
+  a_limiter.CollectGossip([&](const KeySnapshot&) { ++taken; }, /*flush_deferred=*/true);
+  REQUIRE(taken == 1);  // the delta, lost
+  RoundsPass(a_gossip);
+  KeySnapshot snapshot;
+  CHECK(b.limiter.Read("lost", spec, &snapshot).code() == Status::Code::kNotFound);
+  Advance(&clock, a_gossip, 900);
+  CHECK(b.limiter.Read("lost", spec, &snapshot).code() == Status::Code::kNotFound);
+  Advance(&clock, a_gossip, 100);
+  REQUIRE(testing::PollUntil([&] { return b.limiter.Read("lost", spec, &snapshot).ok(); }));
+  CHECK(snapshot.counts.current.Get(1) == 1);
+  b.gossip->Stop();
+  a_gossip.Stop();
 }
 
 // A hello dripped a byte a second never completes a message, so its

@@ -80,7 +80,7 @@ TEST_CASE("member losses: a member that restarts after its link went down lost w
 
 // A link that drops after the membership already took the member's next
 // run counted nothing more: its run was followed and has been counted. One
-// whose hello said a run newer than the record waits for that run's beats.
+// whose hello said a run newer than the record waits for that run.
 TEST_CASE("member losses: a link to a run already followed by a newer one counts nothing more") {
   Fixture f;
   f.losses.Restarted(2, 200, f.clock.WallMs());
@@ -90,22 +90,22 @@ TEST_CASE("member losses: a link to a run already followed by a newer one counts
   f.losses.LinkWentDown(Record(3, 100, 5), 300, f.clock.WallMs());
   CHECK(f.losses.pending() == 1);
   CHECK(f.Remaining() == 940);
-  f.losses.Follow(std::vector{Record(3, 300, MemberLosses::kAliveBeats)}, kSelf, f.clock.WallMs());
+  f.losses.Alive(3, 100);  // the run the record had: not the one the link reached
+  CHECK(f.losses.pending() == 1);
+  f.losses.Alive(3, 300);
   CHECK(f.losses.pending() == 0);
   CHECK(f.Remaining() == 950);
 }
 
-// Heartbeats of the same incarnation show it alive: nothing lost, forgotten.
+// A new connection with the same run shows it alive: nothing lost, forgotten.
 TEST_CASE("member losses: a member heard alive after its link dropped lost nothing") {
   Fixture f;
   f.losses.LinkWentDown(Record(2, 100, 7), 100, f.clock.WallMs());
   f.losses.LinkWentDown(Record(2, 100, 7), 100, f.clock.WallMs());  // already pending: one loss
   CHECK(f.Remaining() == 950);
-  f.losses.Follow(std::vector{Record(2, 100, 7 + MemberLosses::kAliveBeats - 1)}, kSelf,
-                  f.clock.WallMs());
+  f.losses.Follow(std::vector{Record(2, 100, 8)}, kSelf, f.clock.WallMs());  // a relayed record
   CHECK(f.Remaining() == 950);
-  f.losses.Follow(std::vector{Record(2, 100, 7 + MemberLosses::kAliveBeats)}, kSelf,
-                  f.clock.WallMs());
+  f.losses.Alive(2, 100);
   CHECK(f.losses.pending() == 0);
   CHECK(f.Remaining() == 960);
   CHECK(f.losses.crash_losses().empty());
@@ -133,18 +133,18 @@ TEST_CASE("member losses: the membership reports restarts without a leave, this 
   options.self = Record(kSelf, 500, 0);
   Membership membership(options, 0);
   std::vector<Membership::Restart> restarts;
-  membership.Merge(std::vector{Record(2, 100, 7), Record(3, 100, 7, /*left=*/true)}, 0, kStartMs, 0,
+  membership.Merge(std::vector{Record(2, 100, 7), Record(3, 100, 7, /*left=*/true)}, 0, kStartMs,
                    &restarts);
   CHECK(restarts.empty());  // first heard of
   membership.Merge(std::vector{Record(2, 200, 1), Record(3, 200, 1), Record(kSelf, 500, 3)}, 0,
-                   kStartMs, 0, &restarts);
+                   kStartMs, &restarts);
   REQUIRE(restarts.size() == 1);
   CHECK(restarts[0].node_id == 2);
   CHECK(restarts[0].incarnation == 200);
   restarts.clear();
-  membership.Merge(std::vector{Record(kSelf, 400, 9, /*left=*/true)}, 0, kStartMs, 0, &restarts);
+  membership.Merge(std::vector{Record(kSelf, 400, 9, /*left=*/true)}, 0, kStartMs, &restarts);
   CHECK(restarts.empty());  // its previous run left
-  membership.Merge(std::vector{Record(kSelf, 400, 9)}, 0, kStartMs, 0, &restarts);
+  membership.Merge(std::vector{Record(kSelf, 400, 9)}, 0, kStartMs, &restarts);
   REQUIRE(restarts.size() == 1);
   CHECK(restarts[0].node_id == kSelf);
   CHECK(restarts[0].incarnation == 500);
@@ -171,7 +171,7 @@ TEST_CASE("member losses: a forgotten member counts as left, and its run as lost
   REQUIRE(here.Forget(2, &forgotten).ok());
   CHECK_FALSE(forgotten);  // once
   std::vector<Membership::Restart> restarts;
-  there.Merge(here.Records(), 0, kStartMs, 0, &restarts);
+  there.Merge(here.Records(), 0, kStartMs, &restarts);
   REQUIRE(restarts.size() == 1);  // the forgotten run: its losses count
   CHECK(restarts[0].node_id == 2);
   CHECK(restarts[0].incarnation == 100);
