@@ -34,10 +34,17 @@ struct WorkerStats {
 
 // The state of the run that all threads see.
 struct Shared {
-  explicit Shared(const LoadOptions& load_options) : options(load_options), keys(load_options) {}
+  explicit Shared(const LoadOptions& load_options)
+      : options(load_options),
+        keys(load_options),
+        interval_ns(load_options.rate_per_s > 0 ? static_cast<uint64_t>(load_options.connections) *
+                                                      1'000'000'000 / load_options.rate_per_s
+                                                : 0) {}
 
   const LoadOptions& options;
   const KeySpace keys;
+  // Paced runs (rate_per_s): the time between two requests of one connection; 0: closed loop.
+  const uint64_t interval_ns;
   std::atomic<uint64_t> requests_claimed{0};
   std::atomic<bool> aborted{false};
   uint64_t deadline_ns = UINT64_MAX;  // set before the run phase starts
@@ -56,6 +63,13 @@ struct Shared {
     return options.max_requests == 0 ||
            requests_claimed.fetch_add(1, std::memory_order_relaxed) < options.max_requests;
   }
+  // Whether the run may still send: a paced connection with nothing in
+  // flight waits for its next request while it may.
+  bool Running(uint64_t now_ns) const {
+    return !aborted.load(std::memory_order_relaxed) && now_ns < deadline_ns &&
+           (options.max_requests == 0 ||
+            requests_claimed.load(std::memory_order_relaxed) < options.max_requests);
+  }
 };
 
 // One connection; owned by its worker's thread.
@@ -63,11 +77,13 @@ struct Connection {
   Connection(asio::io_context& io, const tcp::resolver::results_type& addresses,
              std::string peer_name, std::unique_ptr<Session> wire_session)
       : socket(io),
+        pace(io),
         endpoints(addresses),
         peer(std::move(peer_name)),
         session(std::move(wire_session)) {}
 
   tcp::socket socket;
+  asio::steady_timer pace;  // paced runs: waits for the next request with none in flight
   const tcp::resolver::results_type& endpoints;
   const std::string peer;  // "host:port", for messages
   std::unique_ptr<Session> session;
@@ -75,6 +91,7 @@ struct Connection {
   bool active = false;            // in a phase and not yet done with it
   uint64_t last_progress_ns = 0;  // for the watchdog
   std::string out;                // bytes to write next
+  uint64_t next_due_ns = 0;       // paced runs: when the next request is due
 };
 
 // An event-loop thread and the connections it owns.
@@ -176,30 +193,56 @@ asio::awaitable<void> Open(Shared& shared, Worker& worker, Connection& connectio
   FinishPhase(worker, connection);
 }
 
-// Appends up to `count` requests (as the budget and clock allow) and records
-// their send time. Returns how many.
-size_t AppendRequests(Shared& shared, Connection& connection, size_t count) {
+// How many requests the connection may send now: in a closed loop, one for
+// each of the `answered` replies; paced, those that fell due, up to `depth`
+// in flight.
+size_t Allowance(const Shared& shared, const Connection& connection, size_t answered,
+                 uint64_t now_ns) {
+  if (shared.interval_ns == 0) return answered;
+  if (now_ns < connection.next_due_ns) return 0;
+  const uint64_t due = (now_ns - connection.next_due_ns) / shared.interval_ns + 1;
+  const size_t room = static_cast<size_t>(shared.options.depth) - connection.sent_ns.size();
+  return static_cast<size_t>(std::min<uint64_t>(due, room));
+}
+
+// Appends the requests the connection may send (Allowance, as the budget and
+// clock allow) and records their send time. Returns how many.
+size_t AppendRequests(Shared& shared, Connection& connection, size_t answered) {
   size_t appended = 0;
   const uint64_t now_ns = NowNs();
+  const size_t count = Allowance(shared, connection, answered, now_ns);
   while (appended < count && shared.ClaimRequest(now_ns)) {
     connection.session->AppendRequest(&connection.out);
     ++appended;
   }
   for (size_t i = 0; i < appended; ++i) connection.sent_ns.push_back(now_ns);
+  connection.next_due_ns += appended * shared.interval_ns;
   return appended;
 }
 
-// Phase 2: keep `depth` requests in flight until the run ends, then drain.
+// Phase 2: keep requests in flight until the run ends (closed loop: `depth`
+// of them; paced: each as it falls due), then drain.
 asio::awaitable<void> Drive(Shared& shared, Worker& worker, Connection& connection) {
   bool healthy = true;
-  if (AppendRequests(shared, connection, static_cast<size_t>(shared.options.depth)) > 0) {
-    healthy = co_await Send(shared, connection);
-  }
-  while (healthy && !connection.sent_ns.empty()) {
+  size_t answered = static_cast<size_t>(shared.options.depth);  // a closed loop starts full
+  while (healthy) {
+    if (AppendRequests(shared, connection, answered) > 0) {
+      healthy = co_await Send(shared, connection);
+      if (!healthy) break;
+    }
+    answered = 0;
+    if (connection.sent_ns.empty()) {
+      if (shared.interval_ns == 0 || !shared.Running(NowNs())) break;
+      asio::error_code ec;
+      connection.pace.expires_at(
+          std::chrono::steady_clock::time_point(std::chrono::nanoseconds(connection.next_due_ns)));
+      co_await connection.pace.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      connection.last_progress_ns = NowNs();  // nothing was awaited from the server
+      continue;
+    }
     healthy = co_await Receive(shared, connection);
     if (!healthy) break;
     const uint64_t now_ns = connection.last_progress_ns;
-    size_t answered = 0;
     for (bool done = true; healthy && done;) {
       const Status status = connection.session->TakeReply(&done, &worker.stats.replies);
       if (!status.ok() || (done && connection.sent_ns.empty())) {
@@ -213,9 +256,6 @@ asio::awaitable<void> Drive(Shared& shared, Worker& worker, Connection& connecti
         ++worker.stats.requests;
         ++answered;
       }
-    }
-    if (healthy && AppendRequests(shared, connection, answered) > 0) {
-      healthy = co_await Send(shared, connection);
     }
   }
   asio::error_code ignored;
@@ -295,6 +335,14 @@ Status RunLoad(const LoadOptions& options, LoadResult* result) {
 
   const uint64_t start_ns = NowNs();
   if (options.duration_ms > 0) shared.deadline_ns = start_ns + options.duration_ms * 1'000'000;
+  // Paced: the connections' first requests spread over one interval.
+  uint64_t staggered = 0;
+  for (auto& worker : workers) {
+    for (auto& connection : worker->connections) {
+      connection->next_due_ns =
+          start_ns + staggered++ * shared.interval_ns / static_cast<uint64_t>(options.connections);
+    }
+  }
   RunPhase(shared, workers, [&shared](Worker& worker, Connection& connection) {
     return Drive(shared, worker, connection);
   });

@@ -1,11 +1,15 @@
 // The load generator: drives a tally daemon or a Redis baseline with closed
-// loop traffic and measures throughput and latency.
+// loop traffic, or at a fixed rate, and measures throughput and latency.
 //
 // Each connection keeps exactly `depth` requests in flight: it sends `depth`
 // at the start, then one more for every response received, until the run
 // ends (duration elapsed or request budget spent); then it waits for the
-// requests still in flight and closes. Latency is the time from writing a
-// request to reading its response (responses come back in order).
+// requests still in flight and closes. With rate_per_s, each connection
+// sends its share of the rate instead, one request at even intervals (the
+// connections' sends staggered), as long as it has fewer than `depth` in
+// flight; one that falls behind sends what fell due at once. Latency is the
+// time from writing a request to reading its response (responses come back
+// in order).
 //
 // Threads: RunLoad starts `threads` event-loop threads, each with its own
 // io_context; connection i lives on thread i % threads from connect to close
@@ -47,6 +51,9 @@ struct LoadOptions {
   double zipf_s = 1.0;
   uint64_t duration_ms = 5'000;  // 0: no time limit (then max_requests must be set)
   uint64_t max_requests = 0;     // 0: no request limit
+  // Requests per second, all connections together: a fixed load whatever the
+  // replies' latency (a sustained load's cost); 0: closed loop, as fast as they come.
+  uint64_t rate_per_s = 0;
   LimitSpec spec{Algorithm::kSlidingWindowCounter, kMaxLimit, 60'000};
   int threads = 1;
   uint64_t seed = 1;

@@ -1,4 +1,4 @@
-// tally-loadgen: closed-loop load against tallyd or a Redis baseline, for
+// tally-loadgen: closed-loop or fixed-rate load against tallyd or a Redis baseline, for
 // benchmarks on loopback. Prints one table row (and optionally writes a JSON
 // object); see --help. Exit status: 0 on success, 1 when replies reported
 // errors, 2 when the run could not start or aborted.
@@ -52,6 +52,7 @@ std::string ResultJson(const std::string& label, const LoadOptions& options,
       {"connections", options.connections},
       {"depth", options.depth},
       {"batch", options.batch},
+      {"rate_per_s", options.rate_per_s},
       {"keys", options.keys},
       {"distribution", KeyDistributionName(options.distribution)},
       {"duration_s", result.duration_s},
@@ -86,13 +87,15 @@ void PrintRow(const std::string& label, const LoadOptions& options, const LoadRe
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"tally-loadgen: closed-loop load against tallyd or Redis, for loopback benchmarks."};
+  CLI::App app{
+      "tally-loadgen: closed-loop or fixed-rate load against tallyd or Redis, for loopback "
+      "benchmarks."};
   app.set_version_flag("--version", tally::VersionLine("tally-loadgen"));
   app.footer(
-      "Each connection keeps --depth requests in flight until --duration-ms has passed or "
-      "--requests\n"
-      "have been sent, then waits for the replies and closes. Exit status: 0 on success, 1 when\n"
-      "replies reported errors, 2 when a connection failed or a reply was not understood.");
+      "Each connection keeps --depth requests in flight (with --rate: sends its share of it)\n"
+      "until --duration-ms has passed or --requests have been sent, then waits for the replies\n"
+      "and closes. Exit status: 0 on success, 1 when replies reported errors, 2 when a\n"
+      "connection failed or a reply was not understood.");
   LoadOptions options;
   std::vector<std::string> addresses;
   std::string algorithm = "sliding_counter";
@@ -133,6 +136,12 @@ int Main(int argc, char** argv) {
                      "run this long (default 5000 unless --requests is given; 0: no limit)");
   app.add_option("--requests", options.max_requests,
                  "stop after this many requests in total (0: no limit)");
+  app.add_option("--rate", options.rate_per_s,
+                 "requests per second, all connections together, each sending its share at even "
+                 "intervals with fewer than --depth in flight (0: closed loop, as fast as the "
+                 "replies come)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000'000}));
   app.add_option("--algorithm", algorithm, "tally's algorithm")
       ->capture_default_str()
       ->check(CLI::IsMember(Names(kAlgorithms, AlgorithmName)));

@@ -70,7 +70,10 @@
 //     The clients run pinned to --loadgen-cpu, away from the nodes.
 //  8. what a cluster costs by its size (scale_bench.cc; --scale-nodes, 3 to
 //     64): formation through one seed, CPU and memory per node at rest,
-//     false suspicions, failure detection and leave. Only with --only scale.
+//     false suspicions, failure detection and leave; and the replication
+//     overhead of a sustained load (--scale-load-rate checks/s for
+//     --scale-load-s over --scale-load-keys far keys, default full syncs)
+//     against as many local-only nodes. Only with --only scale.
 //
 // --only admission, membership, overhead, accuracy or scale runs only part 1, 5, 6, 7 or 8;
 // --bucket-only only 1c and 3b; by default every part but 8 runs.
@@ -566,8 +569,24 @@ int main(int argc, char** argv) {
                  "Seconds at rest per size in part 8 (CPU, false suspicions)")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_flag("--scale-fill-one", settings.scale_fill_one,
+               "Admit the scale part's keys through node 0 only (every node holds them; one "
+               "admits): a key's memory is then one admitting node's, not all");
   app.add_option("--scale-keys", settings.scale_keys,
                  "Keys the nodes of part 8 hold at rest (0: none)")
+      ->capture_default_str();
+  app.add_option("--scale-load-rate", settings.scale_load_rate,
+                 "Checks per second, over every node, of part 8's sustained load")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))
+      ->capture_default_str();
+  app.add_option("--scale-load-s", settings.scale_load_s,
+                 "Seconds of part 8's sustained load per size and run (0: none; 60 or more for "
+                 "the documented figure, two full syncs)")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  app.add_option("--scale-load-keys", settings.scale_load_keys,
+                 "Uniform keys of part 8's sustained load, far from their limits")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))
       ->capture_default_str();
   std::vector<std::string> algorithm_names;
   app.add_option("--algorithms", algorithm_names,

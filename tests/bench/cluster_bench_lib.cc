@@ -3,8 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "cluster/cpu_usage.h"
 #include "cluster/node_process.h"
@@ -13,7 +16,43 @@
 namespace tally::bench {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSettlePollMs = 100;
+
 std::vector<std::string> json_rows;
+
+// Whether every node holds the same counts (Inspect) of kSampledKeys keys of
+// the workload, spread over its key space.
+bool Agree(cluster::LocalCluster& cluster, const Workload& workload) {
+  const LimitSpec spec{Algorithm::kSlidingWindowCounter, workload.limit, workload.window_ms};
+  std::vector<std::unique_ptr<protocol::Client>> clients(cluster.size());
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    if (Status status = cluster.Connect(node, &clients[node]); !status.ok()) Die("connect", status);
+  }
+  // What a node holds of a key: found, its window, and (node id, current,
+  // previous) by node id.
+  using Counts = std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>;
+  using Held = std::tuple<bool, int64_t, Counts>;
+  for (size_t i = 0; i < kSampledKeys; ++i) {
+    const std::string key = "k:" + std::to_string(i * workload.keys / kSampledKeys);
+    std::vector<Held> held;
+    for (const auto& client : clients) {
+      protocol::InspectReply reply;
+      if (Status status = client->Inspect({key, spec}, &reply); !status.ok())
+        Die("inspect", status);
+      Held& mine = held.emplace_back(reply.found, reply.window_index, Counts{});
+      for (const protocol::NodeCounts& counts : reply.nodes) {
+        std::get<2>(mine).emplace_back(counts.node_id, counts.current, counts.previous);
+      }
+      std::sort(std::get<2>(mine).begin(), std::get<2>(mine).end());
+    }
+    if (std::adjacent_find(held.begin(), held.end(), std::not_equal_to<>()) != held.end()) {
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -34,11 +73,14 @@ void Die(const std::string& what, const Status& status) {
 }
 
 std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t nodes, bool gossip,
-                                             std::vector<std::string> flags) {
+                                             std::vector<std::string> flags,
+                                             std::vector<size_t> seeds) {
   cluster::LocalCluster::Options options;
   options.tallyd_path = settings.tallyd;
   options.nodes = nodes;
   options.gossip = gossip;
+  options.seeds = std::move(seeds);
+  options.start_timeout_ms = 60'000;
   options.node_args = {"--memory-only"};  // persistence has its own benchmark
   options.node_args.insert(options.node_args.end(), flags.begin(), flags.end());
   std::unique_ptr<cluster::LocalCluster> cluster;
@@ -57,6 +99,21 @@ std::vector<double> NodeCpuSeconds(cluster::LocalCluster& cluster) {
     }
   }
   return seconds;
+}
+
+double CpuSeconds(cluster::LocalCluster& cluster) {
+  const std::vector<double> by_node = NodeCpuSeconds(cluster);
+  return std::accumulate(by_node.begin(), by_node.end(), 0.0);
+}
+
+uint64_t SumOfStats(cluster::LocalCluster& cluster, uint64_t protocol::StatsReply::*field) {
+  uint64_t sum = 0;
+  for (size_t node = 0; node < cluster.size(); ++node) {
+    protocol::StatsReply stats;
+    if (Status status = cluster.Stats(node, &stats); !status.ok()) Die("stats", status);
+    sum += stats.*field;
+  }
+  return sum;
 }
 
 double MsSince(std::chrono::steady_clock::time_point start) {
@@ -84,7 +141,7 @@ double UntilAllSee(cluster::LocalCluster& cluster, uint64_t node_id, protocol::M
 
 nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& cluster,
                           const std::string& label, const std::vector<std::string>& load_args,
-                          int timeout_ms) {
+                          int timeout_ms, std::optional<size_t> only_node) {
   std::vector<std::string> argv;
   if (settings.loadgen_cpu >= 0)
     argv = {"/usr/bin/taskset", "-c", std::to_string(settings.loadgen_cpu)};
@@ -93,6 +150,7 @@ nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& clust
                            "--no-header"});
   argv.insert(argv.end(), load_args.begin(), load_args.end());
   for (size_t node = 0; node < cluster.size(); ++node) {
+    if (only_node && node != *only_node) continue;
     argv.insert(argv.end(),
                 {"--address", "127.0.0.1:" + std::to_string(cluster.client_port(node))});
   }
@@ -109,6 +167,64 @@ nlohmann::json RunLoadgen(const Settings& settings, cluster::LocalCluster& clust
     Die("tally-loadgen", Status::IOError("no decisions_per_s in " + text));
   }
   return result;
+}
+
+Workload FarWorkload(uint64_t keys) { return {"far", "uniform", keys, 1'000'000'000, 60'000}; }
+
+Settled Settle(cluster::LocalCluster& cluster, const Workload& workload, double settle_ms) {
+  const Clock::time_point start = Clock::now();
+  Clock::time_point changed = start;
+  const auto entries_sent = [&] {
+    return SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent);
+  };
+  uint64_t entries = entries_sent();
+  Settled settled;
+  for (;;) {
+    if (settle_ms >= 0 && MsSince(start) >= settle_ms) break;
+    if (settle_ms < 0 && MsSince(changed) >= kQuietMs && Agree(cluster, workload)) break;
+    if (settle_ms < 0 && MsSince(start) >= kMostSettleMs) {
+      settled.converged = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSettlePollMs));
+    const uint64_t now_entries = entries_sent();
+    if (now_entries != entries) changed = Clock::now();
+    entries = now_entries;
+  }
+  settled.ms = MsSince(start);
+  return settled;
+}
+
+CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
+                  const std::string& label, const Workload& workload,
+                  const std::vector<std::string>& load_args, double settle_ms, int timeout_ms) {
+  const double cpu_before = CpuSeconds(cluster);
+  const uint64_t entries_before =
+      SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent);
+  const uint64_t syncs_before = SumOfStats(cluster, &protocol::StatsReply::gossip_full_syncs_sent);
+  std::vector<std::string> args = {"--algorithm",
+                                   "sliding_counter",
+                                   "--keys",
+                                   std::to_string(workload.keys),
+                                   "--distribution",
+                                   workload.distribution,
+                                   "--limit",
+                                   std::to_string(workload.limit),
+                                   "--window-ms",
+                                   std::to_string(workload.window_ms),
+                                   "--count-denied-keys"};
+  args.insert(args.end(), load_args.begin(), load_args.end());
+  const nlohmann::json load = RunLoadgen(settings, cluster, label, args, timeout_ms);
+  CpuRun run;
+  run.settled = Settle(cluster, workload, settle_ms);
+  run.cpu_s = CpuSeconds(cluster) - cpu_before;
+  run.entries_sent =
+      SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent) - entries_before;
+  run.full_syncs_sent =
+      SumOfStats(cluster, &protocol::StatsReply::gossip_full_syncs_sent) - syncs_before;
+  run.decisions = load["decisions"];
+  run.keys_denied = load["keys_denied"];
+  return run;
 }
 
 }  // namespace tally::bench

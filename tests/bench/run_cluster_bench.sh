@@ -15,14 +15,20 @@
 # central node, about 3 minutes), OVERHEAD_CHECKS (1500000), OVERHEAD_RUNS (3),
 # ACCURACY_WINDOWS (10), BURST_TRIALS (5), ALGORITHMS (sliding_counter: the
 # admission and accuracy parts' algorithms, comma-separated), SCALE_NODES
-# (3,8,16,32,64), SCALE_QUIET_S (60) and SCALE_KEYS (0: keys held at rest) for
+# (3,8,16,32,64), SCALE_QUIET_S (60), SCALE_KEYS (0: keys held at rest) and
+# SCALE_FILL_ONE (empty; 1: those keys admitted through node 0 only) for
 # ONLY=scale: what a cluster costs by
 # its size, run only when asked, unpinned (64 idle nodes would fill one core),
-# about 8 minutes. For example:
+# about 8 minutes; then the replication overhead of a sustained load at every
+# size, a cluster and as many local-only nodes each given SCALE_LOAD_RATE
+# (20000) checks/s for SCALE_LOAD_S (60; at least 60 for the documented
+# figure, 0 skips it) seconds over SCALE_LOAD_KEYS (1000000) far keys, about
+# 3 minutes per size. For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ACCURACY_WINDOWS=20 bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ALGORITHMS=sliding_log,token_bucket bash tests/bench/run_cluster_bench.sh
-#   ONLY=scale SCALE_NODES=3,16,64 bash tests/bench/run_cluster_bench.sh
+#   ONLY=scale SCALE_NODES=3,16,64 SCALE_LOAD_S=0 bash tests/bench/run_cluster_bench.sh
+#   ONLY=scale SCALE_NODES=3,8,16,32 bash tests/bench/run_cluster_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build_dir=${BUILD_DIR:-build}
@@ -44,5 +50,6 @@ fi
   --accuracy-windows "${ACCURACY_WINDOWS:-10}" --burst-trials "${BURST_TRIALS:-5}" \
   --algorithms "${ALGORITHMS:-sliding_counter}" \
   --scale-nodes "${SCALE_NODES:-3,8,16,32,64}" --scale-quiet-s "${SCALE_QUIET_S:-60}" \
-  --scale-keys "${SCALE_KEYS:-0}" \
+  --scale-keys "${SCALE_KEYS:-0}" ${SCALE_FILL_ONE:+--scale-fill-one} --scale-load-rate "${SCALE_LOAD_RATE:-20000}" \
+  --scale-load-s "${SCALE_LOAD_S:-60}" --scale-load-keys "${SCALE_LOAD_KEYS:-1000000}" \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"

@@ -9,11 +9,26 @@
 //    it dead; restarted until all show it alive; SIGTERMed until all show it
 //    left.
 // With --scale-keys N, tally-loadgen first admits 3N checks over N uniform
-// keys through every node (far from their limits), and the quiet window
+// keys through every node (far from their limits; through node 0 only with
+// --scale-fill-one: every node holds every key, one admits on it, so 32
+// nodes fit in memory), and the quiet window
 // starts once their deferrals, their deltas and the full syncs after them
-// are over (SettleAfterFill): the nodes hold the keys at rest. The window
-// may hold one of the complete full syncs that go every tenth interval. Not measured here yet: the
-// replication overhead of a sustained load at every size.
+// are over (SettleAfterFill): the nodes hold the keys at rest.
+//
+// Then, with --scale-load-s > 0, the replication overhead of a sustained
+// load at every size (ScaleLoad): on a new cluster of the same shape, with
+// the nodes' default gossip (full syncs every 30 s), tally-loadgen sends a
+// fixed --scale-load-rate checks per second, spread evenly over the nodes,
+// for --scale-load-s seconds (60 or more for the documented figure) over
+// --scale-load-keys uniform keys far from their limits (overhead_bench.cc's
+// "far": sliding_counter, 10^9 per 60 s). The nodes' CPU time (every tallyd,
+// user + system) is read before the load and once the cluster's gossip is
+// quiet after it (Settle: the deferred admissions the load left are sent
+// and merged), so the window holds the whole load and what it made the
+// nodes do, the full syncs that fell in it included (about two per link
+// in 60 s). The same load then runs on as many local-only nodes, read after
+// the same wait; the overhead is the cluster's CPU time per decision over
+// theirs. The goals: at most 1.5x at 8 nodes and 2x at 32.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +48,7 @@ using Clock = std::chrono::steady_clock;
 using protocol::MemberState;
 
 constexpr int kPollMs = 2'000;
+constexpr size_t kSeed = 0;  // every node's only seed: the cluster forms through it
 
 // Members shown not alive, summed over every node's view (0 when all agree all are alive).
 size_t NotAlive(LocalCluster& cluster) {
@@ -69,14 +85,7 @@ void SettleAfterFill(LocalCluster& cluster) {
 
 void ScaleOne(const Settings& settings, size_t nodes) {
   const Clock::time_point start = Clock::now();
-  cluster::LocalCluster::Options options;
-  options.tallyd_path = settings.tallyd;
-  options.nodes = nodes;
-  options.node_args = {"--memory-only"};
-  options.seeds = {0};
-  options.start_timeout_ms = 60'000;
-  std::unique_ptr<LocalCluster> cluster;
-  if (Status status = LocalCluster::Start(options, &cluster); !status.ok()) Die("start", status);
+  const std::unique_ptr<LocalCluster> cluster = Start(settings, nodes, true, {}, {kSeed});
   for (size_t member = 0; member < nodes; ++member) {
     UntilAllSee(*cluster, member + 1, MemberState::kAlive, nodes, start);
   }
@@ -86,7 +95,7 @@ void ScaleOne(const Settings& settings, size_t nodes) {
     RunLoadgen(settings, *cluster, "fill-" + std::to_string(nodes),
                {"--keys", keys, "--requests", std::to_string(3 * settings.scale_keys),
                 "--duration-ms", "0"},
-               30 * 60'000);
+               30 * 60'000, settings.scale_fill_one ? std::optional<size_t>(0) : std::nullopt);
     SettleAfterFill(*cluster);
   }
 
@@ -133,6 +142,84 @@ void ScaleOne(const Settings& settings, size_t nodes) {
        ", \"left_after_term_ms\": " + std::to_string(left_ms) + "}");
 }
 
+// The sustained load's row for `nodes` nodes: the cluster's run, then the
+// local-only nodes' (each gone before the next starts: at 64 nodes the
+// cluster holds the keys 64 times over).
+void ScaleLoadOne(const Settings& settings, size_t nodes) {
+  // As many connections to every node: settings.connections rounded up to a
+  // multiple of the size, so that each node gets the same share of the rate.
+  Settings spread = settings;
+  spread.connections =
+      static_cast<int>(nodes * ((static_cast<size_t>(settings.connections) + nodes - 1) / nodes));
+  const Workload far = FarWorkload(settings.scale_load_keys);
+  const std::vector<std::string> load_args = {"--rate", std::to_string(settings.scale_load_rate),
+                                              "--duration-ms",
+                                              std::to_string(settings.scale_load_s * 1'000)};
+  // Connecting and the last replies, beyond the load itself.
+  const int timeout_ms = settings.scale_load_s * 1'000 + 120'000;
+  const std::string size = std::to_string(nodes);
+  CpuRun gossiping;
+  {
+    const std::unique_ptr<LocalCluster> cluster = Start(settings, nodes, true, {}, {kSeed});
+    gossiping = MeasureCpu(spread, *cluster, "scale-load-" + size, far, load_args, -1, timeout_ms);
+  }
+  CpuRun local;
+  {
+    const std::unique_ptr<LocalCluster> cluster = Start(settings, nodes, false);
+    local = MeasureCpu(spread, *cluster, "scale-load-local-" + size, far, load_args,
+                       gossiping.settled.ms, timeout_ms);
+  }
+  const double overhead = gossiping.per_decision_us() / local.per_decision_us();
+  const size_t links = nodes * (nodes - 1);
+  const double syncs_per_link =
+      links > 0 ? static_cast<double>(gossiping.full_syncs_sent) / static_cast<double>(links) : 0;
+  const double decisions_per_s =
+      static_cast<double>(gossiping.decisions) / static_cast<double>(settings.scale_load_s);
+  const double entries_per_decision =
+      static_cast<double>(gossiping.entries_sent) / static_cast<double>(gossiping.decisions);
+  std::printf("%6zu %11.0f %8.1f %8.1f %12.2f %12.2f %9.2f %14.2f %10.0f%s %11llu\n", nodes,
+              decisions_per_s, gossiping.cpu_s, local.cpu_s, gossiping.per_decision_us(),
+              local.per_decision_us(), overhead, syncs_per_link, gossiping.settled.ms,
+              gossiping.settled.converged ? " " : "!",
+              static_cast<unsigned long long>(gossiping.keys_denied));
+  std::fflush(stdout);
+  Json("{\"scenario\": \"scale_load\", \"nodes\": " + size +
+       ", \"rate_per_s\": " + std::to_string(settings.scale_load_rate) +
+       ", \"seconds\": " + std::to_string(settings.scale_load_s) +
+       ", \"keys\": " + std::to_string(settings.scale_load_keys) +
+       ", \"connections\": " + std::to_string(spread.connections) +
+       ", \"decisions\": " + std::to_string(gossiping.decisions) + ", \"local_decisions\": " +
+       std::to_string(local.decisions) + ", \"cluster_cpu_s\": " + std::to_string(gossiping.cpu_s) +
+       ", \"local_cpu_s\": " + std::to_string(local.cpu_s) +
+       ", \"cluster_us_per_decision\": " + std::to_string(gossiping.per_decision_us()) +
+       ", \"local_us_per_decision\": " + std::to_string(local.per_decision_us()) +
+       ", \"overhead\": " + std::to_string(overhead) +
+       ", \"full_syncs\": " + std::to_string(gossiping.full_syncs_sent) +
+       ", \"full_syncs_per_link\": " + std::to_string(syncs_per_link) +
+       ", \"gossip_entries_per_decision\": " + std::to_string(entries_per_decision) +
+       ", \"settle_ms\": " + std::to_string(gossiping.settled.ms) +
+       ", \"converged\": " + (gossiping.settled.converged ? "true" : "false") +
+       ", \"keys_denied\": " + std::to_string(gossiping.keys_denied) +
+       ", \"local_keys_denied\": " + std::to_string(local.keys_denied) + "}");
+}
+
+void ScaleLoad(const Settings& settings) {
+  std::printf(
+      "\n== scale, sustained load: tally-loadgen at %llu checks/s in all, spread evenly over "
+      "the nodes, for %d s over %llu uniform keys far from their limits (sliding_counter, 10^9 "
+      "per 60 s), on a cluster (default gossip: full syncs every 30 s) and on as many local-only "
+      "nodes; CPU seconds of every tallyd (/proc, user + system) from before the load until the "
+      "cluster's gossip is quiet (at most %d ms after it, else settle_ms is marked !), the "
+      "local-only nodes after the same wait; overhead = cluster us/decision / local-only "
+      "(goals: at most 1.5 at 8 nodes, 2 at 32)\n%6s %11s %8s %8s %12s %12s %9s %14s %11s "
+      "%11s\n",
+      static_cast<unsigned long long>(settings.scale_load_rate), settings.scale_load_s,
+      static_cast<unsigned long long>(settings.scale_load_keys), kMostSettleMs, "nodes",
+      "decisions/s", "cpu_s", "local_s", "cluster_us/d", "local_us/d", "overhead", "syncs_per_link",
+      "settle_ms", "denied_keys");
+  for (const size_t nodes : settings.scale_nodes) ScaleLoadOne(settings, nodes);
+}
+
 }  // namespace
 
 void Scale(const Settings& settings) {
@@ -143,6 +230,7 @@ void Scale(const Settings& settings) {
       "nodes", "formation_ms", "idle_cpu_%", "max_cpu_%", "rss_mb", "false_suspicions", "dead_ms",
       "rejoin_ms", "left_ms");
   for (const size_t nodes : settings.scale_nodes) ScaleOne(settings, nodes);
+  if (settings.scale_load_s > 0) ScaleLoad(settings);
 }
 
 }  // namespace tally::bench
