@@ -128,46 +128,51 @@ TEST_CASE("prober: an indirect probe through a helper saves the member") {
   CHECK(failed.empty());
 }
 
-// No ack at all within the timeout: the member fails, and local health
-// worsens, so the next probe waits twice as long; an ack mends it.
-TEST_CASE("prober: an unanswered probe fails, and the prober waits longer after") {
-  Prober prober(OptionsFor(1));
+// Node 1 probing its one peer, node 2, which never answers unless told to.
+struct OnePeer {
+  // Runs a tick at now_ms; out and failed get this tick's only.
+  void Tick(int64_t now_ms) {
+    out.clear();
+    failed.clear();
+    prober.Tick(now_ms, members, members, &out, &failed);
+  }
+  Prober prober{OptionsFor(1)};
   const std::vector<NodeId> members = {2};
   std::vector<Message> out;
   std::vector<NodeId> failed;
-  prober.Tick(0, members, members, &out, &failed);
-  prober.Tick(999, members, members, &out, &failed);
-  CHECK(failed.empty());
-  out.clear();
-  prober.Tick(1'000, members, members, &out, &failed);
-  CHECK(failed == std::vector<NodeId>{2});
-  CHECK(prober.health() == 1);
-  REQUIRE(out.size() == 1);  // the next ping, with a timeout of 2 x 1,000
-  failed.clear();
-  prober.Tick(2'999, members, members, &out, &failed);
-  CHECK(failed.empty());
-  out.clear();
-  prober.Tick(3'000, members, members, &out, &failed);
-  CHECK(failed == std::vector<NodeId>{2});
-  CHECK(prober.health() == 2);
-  REQUIRE(out.size() == 1);
+};
+
+// No ack at all within the timeout: the member fails, and local health
+// worsens, so the next probe waits twice as long; an ack mends it.
+TEST_CASE("prober: an unanswered probe fails, and the prober waits longer after") {
+  OnePeer node;
+  node.Tick(0);
+  node.Tick(999);
+  CHECK(node.failed.empty());
+  node.Tick(1'000);
+  CHECK(node.failed == std::vector<NodeId>{2});
+  CHECK(node.prober.health() == 1);
+  REQUIRE(node.out.size() == 1);  // the next ping, with a timeout of 2 x 1,000
+  node.Tick(2'999);
+  CHECK(node.failed.empty());
+  node.Tick(3'000);
+  CHECK(node.failed == std::vector<NodeId>{2});
+  CHECK(node.prober.health() == 2);
+  REQUIRE(node.out.size() == 1);
   std::vector<Message> none;
-  prober.Receive(2, {out[0].probe.seq, 1, 2, true, 0}, &none);
-  CHECK(prober.health() == 1);
+  node.prober.Receive(2, {node.out[0].probe.seq, 1, 2, true, 0}, &none);
+  CHECK(node.prober.health() == 1);
 }
 
 // A stall moves the probes under way on by its length: the prober does not
 // fail a member for the time it stood still itself.
 TEST_CASE("prober: a stall does not fail the probes under way") {
-  Prober prober(OptionsFor(1));
-  const std::vector<NodeId> members = {2};
-  std::vector<Message> out;
-  std::vector<NodeId> failed;
-  prober.Tick(0, members, members, &out, &failed);
-  prober.Stalled(2'000);
-  prober.Tick(2'500, members, members, &out, &failed);
-  CHECK(failed.empty());
-  CHECK(prober.health() == 1);
+  OnePeer node;
+  node.Tick(0);
+  node.prober.Stalled(2'000);
+  node.Tick(2'500);
+  CHECK(node.failed.empty());
+  CHECK(node.prober.health() == 1);
 }
 
 // A member whose link dropped is probed at once, out of turn, and once.
