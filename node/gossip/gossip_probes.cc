@@ -134,14 +134,7 @@ void MemberProbes::Send(const Prober::Message& message) {
     if (own_ping && ++pings_sent_ % kTableEvery == 0) {
       records = membership.Records();
     } else {
-      records = membership.TakeUpdates(kUpdatesPerMessage);
-      // The target hears how this node sees it, so that it can refute a
-      // suspicion; an ack says how its sender sees itself.
-      const protocol::MemberRecord* about =
-          probe.ack ? &membership.self() : membership.Find(probe.target);
-      if (about != nullptr && (probe.ack || about->state != protocol::MemberState::kAlive)) {
-        records.push_back(*about);
-      }
+      records = membership.RecordsFor(message.to, probe.ack, kUpdatesPerMessage);
     }
   }
   auto frame = std::make_shared<std::string>();

@@ -185,9 +185,15 @@ std::vector<MemberRecord> Membership::TakeUpdates(size_t max) {
   return updates;
 }
 
-const MemberRecord* Membership::Find(NodeId member) const {
-  const auto it = members_.find(member);
-  return it == members_.end() ? nullptr : &it->second.record;
+std::vector<MemberRecord> Membership::RecordsFor(NodeId to, bool ack, size_t max) {
+  std::vector<MemberRecord> records = TakeUpdates(max);
+  const auto receiver = members_.find(to);
+  if (receiver != members_.end() && to != self_id_ &&
+      (receiver->second.record.state != MemberState::kAlive || receiver->second.record.left)) {
+    records.push_back(receiver->second.record);
+  }
+  if (ack) records.push_back(members_.at(self_id_).record);
+  return records;
 }
 
 std::vector<NodeId> Membership::Probeable() const {

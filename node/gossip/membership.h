@@ -119,8 +119,12 @@ class Membership {
   // Up to `max` queued records to send on, those sent least often first;
   // each is sent kTransmitFactor x ceil(log2(members + 1)) times in all.
   std::vector<protocol::MemberRecord> TakeUpdates(size_t max);
-  // The record of `member` (null: none).
-  const protocol::MemberRecord* Find(NodeId member) const;
+  // What a probe message to member `to` carries: up to `max` queued
+  // updates (TakeUpdates); `to`'s own record if this node does not hold it
+  // alive, so that it can refute (a member others judged dead is probed by
+  // none of them, but it pings in its turn and hears it in the acks); and
+  // with an ack, this node's own record.
+  std::vector<protocol::MemberRecord> RecordsFor(NodeId to, bool ack, size_t max);
   // Members a probe may go to: not this node, not left, not dead.
   std::vector<NodeId> Probeable() const;
 

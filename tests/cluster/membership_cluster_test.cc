@@ -267,6 +267,17 @@ TEST_CASE("membership: a node starved in bursts declares no healthy member dead"
   }
   MESSAGE("node 1 saw the starved node not alive in " << starved_suspected << " polls");
   CHECK(PollUntil([&] { return AllSee(*cluster, kStarvedId, MemberState::kAlive, 2); }, 5'000));
+  // Stopped past dead-after, it is dead everywhere; running again, its links
+  // never dropped, it hears so with the acks to its own pings and refutes.
+  REQUIRE(kill(starved, SIGSTOP) == 0);
+  const bool dead_everywhere =
+      PollUntil([&] { return AllSee(*cluster, kStarvedId, MemberState::kDead, 2); }, 5'000);
+  // Long enough that the death has been sent on as often as it goes: only
+  // the replies to the node's own pings still tell it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+  REQUIRE(kill(starved, SIGCONT) == 0);
+  REQUIRE(dead_everywhere);
+  CHECK(PollUntil([&] { return AllSee(*cluster, kStarvedId, MemberState::kAlive, 2); }, 5'000));
 }
 
 // Membership settings that cannot work are refused at start, saying why:

@@ -173,6 +173,25 @@ TEST_CASE("membership: updates are sent a bounded number of times") {
   CHECK(sent == 2 * Membership::kTransmitFactor * 3);
 }
 
+// A member this node holds dead hears it in every message sent to it, long
+// after the death's updates ran out, and so can refute; an ack also says how
+// its sender sees itself.
+TEST_CASE("membership: a message tells its receiver how the sender sees it") {
+  Membership a(OptionsFor(1), 0), b(OptionsFor(2), 0);
+  a.Merge(b.Records(), 0, kWallMs);
+  CHECK(a.RecordsFor(2, /*ack=*/false, 8).empty());
+  a.Suspect(2, 10);
+  a.Expire(2'010);
+  while (!a.TakeUpdates(8).empty()) {
+  }
+  const std::vector<MemberRecord> ack = a.RecordsFor(2, /*ack=*/true, 8);
+  REQUIRE(ack.size() == 2);
+  CHECK(ack[0].node_id == 2);
+  CHECK(ack[0].state == MemberState::kDead);
+  CHECK(ack[1].node_id == 1);
+  CHECK(b.Merge(ack, 2'100, kWallMs));  // b refutes
+}
+
 // Postpone: the time this node stood still does not count towards its suspicions.
 TEST_CASE("membership: a stall postpones the suspicions counting down") {
   Membership a(OptionsFor(1), 0), b(OptionsFor(2), 0);
