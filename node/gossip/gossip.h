@@ -146,7 +146,7 @@ class Gossip {
     // Receive buffers of all sessions and links together, beyond 16 KiB
     // each: a session whose next frame needs more is refused.
     size_t max_buffer_bytes = size_t{128} << 20;
-    // Monotonic time for intervals and timeouts, wall time for heartbeats
+    // Monotonic time for intervals and timeouts, wall time for probes
     // and incarnations. Not owned; must outlive the Gossip.
     const Clock* clock = SystemClock::Default();
     // Crash losses (node/gossip/member_losses.h): those this node stored,
@@ -200,10 +200,10 @@ class Gossip {
   // suspecting it), waits up to timeout_ms for that to be sent, then Stop().
   void Leave(int64_t timeout_ms);
   // An operator's word that `member` is gone for good: it counts as left
-  // from now on, here and (with the next membership table, sent at once) at
-  // every node, which stop dialling it and no longer count it in the
-  // cluster's size; what it kept back counts as lost (a crash loss). A beat
-  // of the same run or a newer run brings it back. *forgotten: it was
+  // from now on, here and (with the whole table, sent at once) at every
+  // node, which stop dialling it and no longer count it in the cluster's
+  // size; what it kept back counts as lost (a crash loss). A refutation by
+  // the same run, or a newer run, brings it back. *forgotten: it was
   // counted and is not now; InvalidArgument for a node id nobody knows here
   // and for this node's own. Thread-safe; waits for the gossip
   // thread (Unavailable after 5 s, or when gossip is not running).

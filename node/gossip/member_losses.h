@@ -73,7 +73,7 @@ class MemberLosses {
   void Alive(NodeId node, uint64_t incarnation);
   // `node` runs as `incarnation` now, and its previous run did not leave.
   void Restarted(NodeId node, uint64_t incarnation, int64_t wall_ms);
-  // A peer's crash losses (from its membership table).
+  // A peer's crash losses (from its membership messages).
   void Merge(std::span<const CrashLoss> losses, int64_t wall_ms);
   // Every round: every member's record (left ones too; this node's is
   // ignored by self_id). Settles the pending losses of members that left,
