@@ -255,16 +255,16 @@ struct Gossip::Impl {
     size_t cluster_size = 1;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
-      records = shared.membership->Records();
+      records = shared.agent->membership().Records();
       for (const protocol::MemberRecord& record : records) {
         if (record.forgotten) forgotten.insert(record.address);
         if (record.node_id == self_id() || record.left || record.address.empty()) continue;
         members[record.node_id] = record.address;
       }
-      changes = shared.membership->TakeChanges(now_ms);
+      changes = shared.agent->membership().TakeChanges(now_ms);
       clock_changes =
-          shared.membership->TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
-      cluster_size = shared.membership->cluster_size();
+          shared.agent->membership().TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
+      cluster_size = shared.agent->membership().cluster_size();
     }
     for (const protocol::MemberStatus& change : clock_changes) LogClockChange(change);
     for (const protocol::MemberStatus& change : changes) {
@@ -476,9 +476,12 @@ void Gossip::Start() {
   self.address = impl.advertise_address;
   self.incarnation = static_cast<uint64_t>(impl.shared.WallMs());
   impl.shared.incarnation = self.incarnation;
-  impl.shared.membership.emplace(
-      Membership::Options{self,
-                          impl.shared.options.dead_after_ms - impl.shared.options.suspect_after_ms},
+  const Gossip::Options& options = impl.shared.options;
+  impl.shared.agent.emplace(
+      MemberAgent::Options{
+          Membership::Options{self, options.dead_after_ms - options.suspect_after_ms},
+          Prober::Options{self.node_id, options.membership_interval_ms, options.suspect_after_ms, 3,
+                          self.node_id ^ self.incarnation}},
       impl.shared.NowMs());
   impl.probes.emplace(impl.shared, &impl.links);
   impl.shared.probes = &*impl.probes;
@@ -519,8 +522,9 @@ Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms,
                                                      std::chrono::milliseconds(kRecoveryProgressMs))
                             : deadline;
       done = shared.recovery_changed.wait_until(lock, wake, [&] {
-        recovery = Recovery{shared.membership->joined() || shared.no_seed_but_self, 0, 0};
-        for (const protocol::MemberStatus& member : shared.membership->View(shared.NowMs())) {
+        recovery = Recovery{shared.agent->membership().joined() || shared.no_seed_but_self, 0, 0};
+        for (const protocol::MemberStatus& member :
+             shared.agent->membership().View(shared.NowMs())) {
           if (member.node_id == self_id || member.state != protocol::MemberState::kAlive) continue;
           ++recovery.peers_alive;
           recovery.peers_synced += shared.synced.contains(member.node_id) ? 1 : 0;
@@ -528,7 +532,7 @@ Gossip::Recovery Gossip::WaitForRecovery(int64_t timeout_ms,
         return recovery.joined && recovery.peers_synced == recovery.peers_alive;
       });
       // The Limiter serves next: it knows the members now, not a round later.
-      shared.limiter->SetClusterSize(shared.membership->cluster_size());
+      shared.limiter->SetClusterSize(shared.agent->membership().cluster_size());
     }
     if (done || std::chrono::steady_clock::now() >= deadline) return recovery;
     progress(recovery);
@@ -544,7 +548,7 @@ void Gossip::Leave(int64_t timeout_ms) {
     impl.Round(/*flush_deferred=*/true);  // the admissions that wait, before the peers drop it
     {
       std::lock_guard<std::mutex> lock(impl.shared.mu);
-      impl.shared.membership->Leave(impl.shared.WallMs());
+      impl.shared.agent->membership().Leave(impl.shared.WallMs());
     }
     impl.probes->SendTable();
     impl.leave_deadline_ms = impl.shared.NowMs() + timeout_ms;
@@ -566,8 +570,8 @@ Status Gossip::ForgetMember(NodeId member, bool* forgotten) {
     Status status;
     {
       std::lock_guard<std::mutex> lock(impl.shared.mu);
-      status = impl.shared.membership->Forget(member, forgotten);
-      for (const protocol::MemberRecord& record : impl.shared.membership->Records()) {
+      status = impl.shared.agent->membership().Forget(member, forgotten);
+      for (const protocol::MemberRecord& record : impl.shared.agent->membership().Records()) {
         if (record.node_id == member) incarnation = record.incarnation;
       }
     }
@@ -612,7 +616,7 @@ void Gossip::AddStats(protocol::StatsReply* stats) const {
   std::lock_guard<std::mutex> lock(shared.mu);
   stats->peer_links.clear();
   for (const auto& [address, link] : shared.links) stats->peer_links.push_back(link);
-  if (shared.membership) stats->members = shared.membership->View(now_ms);
+  if (shared.agent) stats->members = shared.agent->membership().View(now_ms);
   stats->peer_nodes.clear();
   for (const auto& [node_id, node] : shared.nodes) {
     protocol::PeerNodeStatus& status = stats->peer_nodes.emplace_back(node.status);

@@ -25,9 +25,8 @@
 
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "node/gossip/member_agent.h"
 #include "node/gossip/member_losses.h"
-#include "node/gossip/membership.h"
-#include "node/gossip/prober.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
 #include "node/tls/tls_stream.h"
@@ -106,7 +105,7 @@ struct GossipShared {
 
   mutable std::mutex mu;                                  // guards the rest
   std::condition_variable recovery_changed;               // synced, or the membership, changed
-  std::optional<Membership> membership;                   // from Gossip::Start
+  std::optional<MemberAgent> agent;                       // the membership; from Gossip::Start
   bool no_seed_but_self = false;                          // every seed is this node: nobody to join
   std::map<std::string, protocol::PeerLinkStatus> links;  // by address
   struct NodeState {
@@ -280,30 +279,22 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   std::vector<Status> merge_statuses_;
 };
 
-// The membership's messages (node/gossip/prober.h, membership.h): every
-// round the next ping, the indirect probes and the suspicions; the probes
-// that arrive, answered or forwarded; and the whole table, after a hello and
-// when this node leaves or forgets a member. Each probe carries the records
-// that changed (Membership::TakeUpdates); every kTableEvery-th ping of this
-// node's carries the whole table instead, so that a record an epidemic
-// missed still arrives. Gossip thread only.
+// The membership's messages (node/gossip/member_agent.h) over the links:
+// it calls the agent under GossipShared::mu and delivers what it returns,
+// each probe with the sender's wall clock. Gossip thread only.
 class MemberProbes {
  public:
-  static constexpr size_t kUpdatesPerMessage = 8;
-  static constexpr uint64_t kTableEvery = 20;
-
   // links: the gossip's, by address; must outlive this.
   MemberProbes(GossipShared& shared, const std::map<std::string, std::shared_ptr<PeerLink>>* links);
-  // Pings, indirect probes, failed probes turned suspect, suspects turned dead.
+  // Every round (MemberAgent::Tick).
   void Tick(int64_t now_ms);
   // The link to `member` went down: it is probed now, not in its turn.
   void LinkDown(NodeId member, int64_t now_ms);
   // The link to `member` came up: a ping of it under way goes now.
   void LinkUp(NodeId member);
-  // A probe from node `from`, after the records that came with it were merged.
-  void Receive(NodeId from, const protocol::Probe& probe);
-  // This node refuted a suspicion of itself: its record goes to every link now.
-  void Refuted();
+  // A members message from node `from`; *restarts as Membership::Merge says.
+  void Receive(NodeId from, const protocol::PeerMessage& message,
+               std::vector<Membership::Restart>* restarts);
   // This node stood still for stall_ms.
   void Stalled(int64_t stall_ms);
   // The whole table to every link that is up, now.
@@ -316,14 +307,10 @@ class MemberProbes {
   int64_t next_ping_in_ms(int64_t now_ms) const;
 
  private:
-  void Send(const Prober::Message& message);
-  PeerLink* LinkTo(NodeId member) const;
+  void Deliver(const std::vector<MemberAgent::Outgoing>& out);
 
   GossipShared& shared_;
   const std::map<std::string, std::shared_ptr<PeerLink>>* const links_;
-  Prober prober_;
-  uint64_t pings_sent_ = 0;
-  int64_t last_tick_ms_ = 0;
   Frame table_frame_;
   uint64_t table_version_ = 0;  // Membership::records_version() when table_frame_ was made
 };

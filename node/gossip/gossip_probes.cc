@@ -19,72 +19,49 @@ void KeepAlive(tcp::socket& socket) {
 
 MemberProbes::MemberProbes(GossipShared& shared,
                            const std::map<std::string, std::shared_ptr<PeerLink>>* links)
-    : shared_(shared),
-      links_(links),
-      prober_(Prober::Options{shared.limiter->node_id(), shared.options.membership_interval_ms,
-                              shared.options.suspect_after_ms, 3,
-                              shared.limiter->node_id() ^ shared.incarnation}) {}
+    : shared_(shared), links_(links) {}
 
 void MemberProbes::Tick(int64_t now_ms) {
-  last_tick_ms_ = now_ms;
-  std::vector<Prober::Message> out;
-  std::vector<NodeId> failed;
-  std::vector<NodeId> members;
+  std::vector<MemberAgent::Outgoing> out;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    members = shared_.membership->Probeable();
+    shared_.agent->Tick(
+        now_ms, [&](NodeId member) { return shared_.link_to(member) != nullptr; }, &out);
   }
-  std::vector<NodeId> linked;
-  for (NodeId member : members) {
-    if (LinkTo(member) != nullptr) linked.push_back(member);
-  }
-  prober_.Tick(now_ms, members, linked, &out, &failed);
-  {
-    std::lock_guard<std::mutex> lock(shared_.mu);
-    for (NodeId member : failed) shared_.membership->Suspect(member, now_ms);
-    shared_.membership->Expire(now_ms);
-  }
-  for (const Prober::Message& message : out) Send(message);
+  Deliver(out);
 }
 
 void MemberProbes::LinkDown(NodeId member, int64_t now_ms) {
-  std::vector<Prober::Message> out;
-  prober_.ProbeNow(member, now_ms, &out);
-  for (const Prober::Message& message : out) Send(message);
+  std::vector<MemberAgent::Outgoing> out;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.agent->LinkDown(member, now_ms, &out);
+  }
+  Deliver(out);
 }
 
 void MemberProbes::LinkUp(NodeId member) {
-  std::vector<Prober::Message> out;
-  prober_.LinkUp(member, &out);
-  for (const Prober::Message& message : out) Send(message);
-}
-
-void MemberProbes::Receive(NodeId from, const protocol::Probe& probe) {
-  std::vector<Prober::Message> out;
-  const std::optional<NodeId> acked = prober_.Receive(from, probe, &out);
-  if (acked && *acked != from) {
-    std::lock_guard<std::mutex> lock(shared_.mu);
-    shared_.membership->HeardThrough(*acked, shared_.NowMs());
-  }
-  for (const Prober::Message& message : out) Send(message);
-}
-
-void MemberProbes::Refuted() {
-  prober_.Refuted();
-  std::vector<protocol::MemberRecord> self;
+  std::vector<MemberAgent::Outgoing> out;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    self.push_back(shared_.membership->self());
+    shared_.agent->LinkUp(member, &out);
   }
-  auto frame = std::make_shared<std::string>();
-  protocol::EncodeMembers(self, shared_.member_losses.crash_losses(), nullptr, frame.get());
-  for (const auto& [address, link] : *links_) link->Send(frame);
+  Deliver(out);
+}
+
+void MemberProbes::Receive(NodeId from, const protocol::PeerMessage& message,
+                           std::vector<Membership::Restart>* restarts) {
+  std::vector<MemberAgent::Outgoing> out;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.agent->Receive(from, message, shared_.NowMs(), shared_.WallMs(), restarts, &out);
+  }
+  Deliver(out);
 }
 
 void MemberProbes::Stalled(int64_t stall_ms) {
-  prober_.Stalled(stall_ms);
   std::lock_guard<std::mutex> lock(shared_.mu);
-  shared_.membership->Postpone(stall_ms);
+  shared_.agent->Stalled(stall_ms);
 }
 
 void MemberProbes::SendTable() {
@@ -96,11 +73,10 @@ Frame MemberProbes::TableFrame() {
   std::vector<protocol::MemberRecord> records;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    if (table_frame_ && table_version_ == shared_.membership->records_version()) {
-      return table_frame_;
-    }
-    table_version_ = shared_.membership->records_version();
-    records = shared_.membership->Records();
+    const Membership& membership = shared_.agent->membership();
+    if (table_frame_ && table_version_ == membership.records_version()) return table_frame_;
+    table_version_ = membership.records_version();
+    records = membership.Records();
   }
   auto frame = std::make_shared<std::string>();
   protocol::EncodeMembers(records, shared_.member_losses.crash_losses(), nullptr, frame.get());
@@ -109,37 +85,28 @@ Frame MemberProbes::TableFrame() {
 }
 
 bool MemberProbes::busy() const {
-  if (prober_.busy()) return true;
   std::lock_guard<std::mutex> lock(shared_.mu);
-  return shared_.membership->AnySuspect();
+  return shared_.agent->busy();
 }
 
 int64_t MemberProbes::next_ping_in_ms(int64_t now_ms) const {
-  return prober_.next_ping_in_ms(now_ms);
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  return shared_.agent->next_ping_in_ms(now_ms);
 }
 
-PeerLink* MemberProbes::LinkTo(NodeId member) const { return shared_.link_to(member); }
-
-void MemberProbes::Send(const Prober::Message& message) {
-  PeerLink* const link = LinkTo(message.to);
-  if (link == nullptr) return;  // unanswered, as if lost: the probe's timeout tells
-  protocol::Probe probe = message.probe;
-  probe.wall_ms = shared_.WallMs();
-  const NodeId self = shared_.limiter->node_id();
-  const bool own_ping = !probe.ack && probe.origin == self && probe.target == message.to;
-  std::vector<protocol::MemberRecord> records;
-  {
-    std::lock_guard<std::mutex> lock(shared_.mu);
-    Membership& membership = *shared_.membership;
-    if (own_ping && ++pings_sent_ % kTableEvery == 0) {
-      records = membership.Records();
-    } else {
-      records = membership.RecordsFor(message.to, probe.ack, kUpdatesPerMessage);
-    }
+void MemberProbes::Deliver(const std::vector<MemberAgent::Outgoing>& out) {
+  for (const MemberAgent::Outgoing& message : out) {
+    std::optional<protocol::Probe> probe = message.probe;
+    if (probe) probe->wall_ms = shared_.WallMs();
+    auto frame = std::make_shared<std::string>();
+    protocol::EncodeMembers(message.records, shared_.member_losses.crash_losses(),
+                            probe ? &*probe : nullptr, frame.get());
+    if (message.to == MemberAgent::kEveryone) {
+      for (const auto& [address, link] : *links_) link->Send(frame);
+    } else if (PeerLink* const link = shared_.link_to(message.to)) {
+      link->Send(frame);
+    }  // else unanswered, as if lost: the probe's timeout tells
   }
-  auto frame = std::make_shared<std::string>();
-  protocol::EncodeMembers(records, shared_.member_losses.crash_losses(), &probe, frame.get());
-  link->Send(frame);
 }
 
 }  // namespace tally

@@ -275,16 +275,7 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
 
 void PeerSession::MergeMembers(const protocol::PeerMessage& message) {
   std::vector<Membership::Restart> restarts;
-  bool refuted = false;
-  {
-    std::lock_guard<std::mutex> lock(shared_.mu);
-    refuted =
-        shared_.membership->Merge(message.members, shared_.NowMs(), shared_.WallMs(), &restarts);
-    shared_.membership->HeardFrom(node_id_, message.probe ? message.probe->wall_ms : 0,
-                                  shared_.NowMs(), shared_.WallMs());
-  }
-  if (refuted) shared_.probes->Refuted();
-  if (message.probe) shared_.probes->Receive(node_id_, *message.probe);
+  shared_.probes->Receive(node_id_, message, &restarts);
   // Before the sender's full sync, which follows its table on the link: a
   // restarting node counts its losses before it serves.
   for (const Membership::Restart& restart : restarts) {

@@ -451,7 +451,6 @@ TEST_CASE("cluster: at rest, full syncs resend only what changed") {
   for (int i = 0; i < kKeys; ++i) MustCheck(*client, {"rest-" + std::to_string(i), spec, 1});
   const std::string last = "rest-" + std::to_string(kKeys - 1);
   REQUIRE(PollUntil([&] { return Remaining(*cluster, 1, last, spec) == 999'999; }));
-  std::this_thread::sleep_for(milliseconds(500));  // every delta and the syncs in flight land
 
   const auto sent = [&](uint64_t* bytes, uint64_t* syncs) {
     StatsReply stats;
@@ -461,6 +460,14 @@ TEST_CASE("cluster: at rest, full syncs resend only what changed") {
     *syncs = stats.peer_links[0].full_syncs_sent;
   };
   uint64_t bytes_before = 0, syncs_before = 0, bytes_after = 0, syncs_after = 0;
+  // The first full sync after the admissions sends their shards; the window
+  // starts once a second one has completed.
+  sent(&bytes_before, &syncs_before);
+  const uint64_t landed_syncs = syncs_before;
+  REQUIRE(PollUntil([&] {
+    sent(&bytes_before, &syncs_before);
+    return syncs_before >= landed_syncs + 2;
+  }));
   sent(&bytes_before, &syncs_before);
   std::this_thread::sleep_for(milliseconds(6'000));
   sent(&bytes_after, &syncs_after);
