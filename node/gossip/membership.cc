@@ -80,7 +80,11 @@ bool Membership::Merge(std::span<const MemberRecord> records, int64_t now_ms, in
   for (const MemberRecord& record : records) {
     if (record.node_id == self_id_) {
       const MemberRecord& self = members_.at(self_id_).record;
-      if (restarts && record.incarnation < self.incarnation && !record.left) {
+      // Once per previous run: its records keep coming as its suspicion and
+      // death spread, and each report sends on what waits (Gossip).
+      if (restarts && record.incarnation < self.incarnation && !record.left &&
+          record.incarnation > previous_run_reported_) {
+        previous_run_reported_ = record.incarnation;
         restarts->push_back({self_id_, self.incarnation});
       }
       refuted = Refute(record, wall_ms) || refuted;

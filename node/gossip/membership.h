@@ -92,8 +92,8 @@ class Membership {
   // whose record of a run that had not left gave way to a newer incarnation
   // or was forgotten by an operator (Forget, at any node; reported with its
   // own incarnation), and this node itself when a record of its own previous
-  // run that had not left arrives (its peers knew it before this start: a
-  // wiped data directory is no new node).
+  // run that had not left first arrives (its peers knew it before this start:
+  // a wiped data directory is no new node); once per previous run.
   bool Merge(std::span<const protocol::MemberRecord> records, int64_t now_ms, int64_t wall_ms,
              std::vector<Restart>* restarts = nullptr);
 
@@ -172,6 +172,8 @@ class Membership {
   const int64_t suspicion_ms_;
   std::map<NodeId, Member> members_;
   uint64_t records_version_ = 0;
+  // The latest of this node's previous runs reported as a restart (Merge).
+  uint64_t previous_run_reported_ = 0;
 };
 
 }  // namespace tally

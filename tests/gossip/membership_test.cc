@@ -153,6 +153,10 @@ TEST_CASE("membership: others' records of this node's other runs change nothing"
   a.Merge(std::vector<MemberRecord>{previous}, 20, kWallMs, &restarts);
   REQUIRE(restarts.size() == 1);
   CHECK(restarts[0].node_id == 1);
+  // The previous run's suspicion and death come later: no second report.
+  previous.state = MemberState::kDead;
+  a.Merge(std::vector<MemberRecord>{previous}, 30, kWallMs, &restarts);
+  CHECK(restarts.size() == 1);
 }
 
 // A record that changed is sent kTransmitFactor x ceil(log2(n + 1)) times,
