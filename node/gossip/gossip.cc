@@ -255,16 +255,16 @@ struct Gossip::Impl {
     size_t cluster_size = 1;
     {
       std::lock_guard<std::mutex> lock(shared.mu);
-      records = shared.agent->membership().Records();
+      Membership& membership = shared.agent->membership();
+      records = membership.Records();
       for (const protocol::MemberRecord& record : records) {
         if (record.forgotten) forgotten.insert(record.address);
         if (record.node_id == self_id() || record.left || record.address.empty()) continue;
         members[record.node_id] = record.address;
       }
-      changes = shared.agent->membership().TakeChanges(now_ms);
-      clock_changes =
-          shared.agent->membership().TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
-      cluster_size = shared.agent->membership().cluster_size();
+      changes = membership.TakeChanges(now_ms);
+      clock_changes = membership.TakeClockChanges(shared.options.max_clock_offset_ms, now_ms);
+      cluster_size = membership.cluster_size();
     }
     for (const protocol::MemberStatus& change : clock_changes) LogClockChange(change);
     for (const protocol::MemberStatus& change : changes) {

@@ -19,13 +19,9 @@ void MemberAgent::Add(const Prober::Message& message, std::vector<Outgoing>* out
 
 void MemberAgent::Tick(int64_t now_ms, const Linked& linked, std::vector<Outgoing>* out) {
   const std::vector<NodeId> members = membership_.Probeable();
-  std::vector<NodeId> reachable;
-  for (NodeId member : members) {
-    if (linked(member)) reachable.push_back(member);
-  }
   std::vector<Prober::Message> messages;
   std::vector<NodeId> failed;
-  prober_.Tick(now_ms, members, reachable, &messages, &failed);
+  prober_.Tick(now_ms, members, linked, &messages, &failed);
   for (NodeId member : failed) membership_.Suspect(member, now_ms);
   membership_.Expire(now_ms);
   for (const Prober::Message& message : messages) Add(message, out);

@@ -45,8 +45,7 @@ class MemberAgent {
     std::vector<protocol::MemberRecord> records;
     std::optional<protocol::Probe> probe;
   };
-  // Whether this node can send to a member now (a link is up).
-  using Linked = std::function<bool(NodeId)>;
+  using Linked = Prober::Linked;
 
   MemberAgent(const Options& options, int64_t now_ms);
 

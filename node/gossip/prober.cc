@@ -9,7 +9,7 @@ Prober::Prober(const Options& options) : options_(options), random_(options.seed
 void Prober::Start(NodeId target, int64_t now_ms, std::vector<Message>* out) {
   const uint64_t seq = next_seq_++;
   pending_.push_back({seq, target, now_ms, options_.timeout_ms * (1 + health_), false});
-  out->push_back({target, protocol::Probe{seq, options_.self, target, /*ack=*/false, 0}});
+  out->push_back(To(target, seq, options_.self, target, /*ack=*/false));
 }
 
 bool Prober::UnderWay(NodeId member) const {
@@ -17,7 +17,7 @@ bool Prober::UnderWay(NodeId member) const {
                      [&](const Pending& p) { return p.target == member; });
 }
 
-void Prober::Tick(int64_t now_ms, std::span<const NodeId> members, std::span<const NodeId> linked,
+void Prober::Tick(int64_t now_ms, std::span<const NodeId> members, const Linked& linked,
                   std::vector<Message>* out, std::vector<NodeId>* failed) {
   const auto is_member = [&](NodeId id) {
     return std::find(members.begin(), members.end(), id) != members.end();
@@ -35,18 +35,16 @@ void Prober::Tick(int64_t now_ms, std::span<const NodeId> members, std::span<con
     if (!it->indirect_sent && waited_ms >= it->timeout_ms / 2) {
       it->indirect_sent = true;
       std::vector<NodeId> helpers;
-      for (NodeId id : linked) {
-        if (id != it->target && is_member(id)) helpers.push_back(id);
+      for (NodeId id : members) {
+        if (id != it->target && linked(id)) helpers.push_back(id);
       }
       std::shuffle(helpers.begin(), helpers.end(), random_);
       helpers.resize(std::min(helpers.size(), options_.indirect_probes));
       for (NodeId helper : helpers) {
-        out->push_back(
-            {helper, protocol::Probe{it->seq, options_.self, it->target, /*ack=*/false, 0}});
+        out->push_back(To(helper, it->seq, options_.self, it->target, /*ack=*/false));
       }
       // And the ping again: the first may not have gone (no link up yet).
-      out->push_back(
-          {it->target, protocol::Probe{it->seq, options_.self, it->target, /*ack=*/false, 0}});
+      out->push_back(To(it->target, it->seq, options_.self, it->target, /*ack=*/false));
     }
     ++it;
   }
@@ -75,7 +73,7 @@ void Prober::ProbeNow(NodeId member, int64_t now_ms, std::vector<Message>* out) 
 void Prober::LinkUp(NodeId member, std::vector<Message>* out) {
   for (const Pending& pending : pending_) {
     if (pending.target != member) continue;
-    out->push_back({member, protocol::Probe{pending.seq, options_.self, member, /*ack=*/false, 0}});
+    out->push_back(To(member, pending.seq, options_.self, member, /*ack=*/false));
   }
 }
 
@@ -83,17 +81,15 @@ std::optional<NodeId> Prober::Receive(NodeId from, const protocol::Probe& probe,
                                       std::vector<Message>* out) {
   if (!probe.ack) {
     if (probe.target == options_.self) {
-      out->push_back({from, protocol::Probe{probe.seq, probe.origin, probe.target, true, 0}});
+      out->push_back(To(from, probe.seq, probe.origin, probe.target, /*ack=*/true));
     } else if (probe.origin == from) {  // a ping-req: this node pings for the origin
-      out->push_back(
-          {probe.target, protocol::Probe{probe.seq, probe.origin, probe.target, false, 0}});
+      out->push_back(To(probe.target, probe.seq, probe.origin, probe.target, /*ack=*/false));
     }
     return std::nullopt;
   }
   if (probe.origin != options_.self) {  // an ack for a ping this node forwarded
     if (from == probe.target) {
-      out->push_back(
-          {probe.origin, protocol::Probe{probe.seq, probe.origin, probe.target, true, 0}});
+      out->push_back(To(probe.origin, probe.seq, probe.origin, probe.target, /*ack=*/true));
     }
     return std::nullopt;
   }

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <span>
@@ -58,6 +59,9 @@ class Prober {
     NodeId to = 0;
     protocol::Probe probe;  // wall_ms is the sender's to fill in
   };
+  // Whether this node can send to a member now (a link is up). Asked only
+  // when indirect probes need helpers.
+  using Linked = std::function<bool(NodeId)>;
 
   explicit Prober(const Options& options);
 
@@ -68,7 +72,7 @@ class Prober {
   // the ping again (a joining node's links come up one by one: its first
   // ping may not have gone) (into *out); and the members whose probe failed
   // (into *failed).
-  void Tick(int64_t now_ms, std::span<const NodeId> members, std::span<const NodeId> linked,
+  void Tick(int64_t now_ms, std::span<const NodeId> members, const Linked& linked,
             std::vector<Message>* out, std::vector<NodeId>* failed);
   // Pings `member` now, out of turn, unless a probe of it is under way.
   void ProbeNow(NodeId member, int64_t now_ms, std::vector<Message>* out);
@@ -105,6 +109,10 @@ class Prober {
     bool indirect_sent = false;
   };
   void Start(NodeId target, int64_t now_ms, std::vector<Message>* out);
+  // The probe (seq, origin, target, ack) to send to node `to`.
+  static Message To(NodeId to, uint64_t seq, NodeId origin, NodeId target, bool ack) {
+    return {to, protocol::Probe{seq, origin, target, ack, 0}};
+  }
   bool UnderWay(NodeId member) const;
   void Worsen() { health_ = std::min(kMaxHealth, health_ + 1); }
 

@@ -24,6 +24,13 @@ Prober::Options OptionsFor(NodeId self) {
   return options;
 }
 
+// Linked: the members of `linked`.
+Prober::Linked Among(std::vector<NodeId> linked) {
+  return [linked = std::move(linked)](NodeId id) {
+    return std::find(linked.begin(), linked.end(), id) != linked.end();
+  };
+}
+
 // Each interval one ping; a round of the order pings every member once.
 TEST_CASE("prober: one ping per interval, every member once per round") {
   Prober prober(OptionsFor(1));
@@ -33,7 +40,7 @@ TEST_CASE("prober: one ping per interval, every member once per round") {
   std::multiset<NodeId> pinged;
   for (int64_t now_ms = 0; now_ms < 2'000; now_ms += 50) {
     out.clear();
-    prober.Tick(now_ms, members, members, &out, &failed);
+    prober.Tick(now_ms, members, Among(members), &out, &failed);
     for (const Message& message : out) {
       CHECK_FALSE(message.probe.ack);
       CHECK(message.to == message.probe.target);
@@ -58,7 +65,7 @@ TEST_CASE("prober: an unanswered ping goes again, with helpers among linked memb
   std::vector<NodeId> failed;
   prober.ProbeNow(2, 0, &out);
   out.clear();
-  prober.Tick(500, members, std::vector<NodeId>{2, 3}, &out, &failed);
+  prober.Tick(500, members, Among({2, 3}), &out, &failed);
   std::multiset<NodeId> to;
   for (const Message& message : out) {
     if (message.probe.target == 2) to.insert(message.to);
@@ -103,9 +110,9 @@ TEST_CASE("prober: an indirect probe through a helper saves the member") {
   REQUIRE(out.size() == 1);
   const uint64_t seq = out[0].probe.seq;
   out.clear();
-  origin.Tick(499, members, members, &out, &failed);
+  origin.Tick(499, members, Among(members), &out, &failed);
   CHECK(std::none_of(out.begin(), out.end(), [](const Message& m) { return m.probe.target == 2; }));
-  origin.Tick(500, members, members, &out, &failed);  // half the timeout: ask 3
+  origin.Tick(500, members, Among(members), &out, &failed);  // half the timeout: ask 3
   const auto ask = std::find_if(out.begin(), out.end(),
                                 [](const Message& m) { return m.to == 3 && m.probe.target == 2; });
   REQUIRE(ask != out.end());
@@ -124,7 +131,7 @@ TEST_CASE("prober: an indirect probe through a helper saves the member") {
   std::vector<Message> none;
   CHECK(origin.Receive(3, back[0].probe, &none) == NodeId{2});
   CHECK(back[0].probe.seq == seq);
-  origin.Tick(1'000, members, members, &out, &failed);
+  origin.Tick(1'000, members, Among(members), &out, &failed);
   CHECK(failed.empty());
 }
 
@@ -134,7 +141,7 @@ struct OnePeer {
   void Tick(int64_t now_ms) {
     out.clear();
     failed.clear();
-    prober.Tick(now_ms, members, members, &out, &failed);
+    prober.Tick(now_ms, members, Among(members), &out, &failed);
   }
   Prober prober{OptionsFor(1)};
   const std::vector<NodeId> members = {2};
