@@ -162,6 +162,32 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
         message->kind = PeerMessageKind::kSyncDone;
         return Status::OK();
       case wire::PeerMessage::RESYNC: message->kind = PeerMessageKind::kResync; return Status::OK();
+      case wire::PeerMessage::DIGESTS: {
+        message->kind = PeerMessageKind::kDigests;
+        const auto digests = in.getDigests();
+        const auto ranges = digests.getRanges();
+        const auto values = digests.getDigests();
+        if (ranges.size() != values.size() || ranges.size() > kMaxRangesPerMessage) {
+          return Status::Corruption("malformed frame: digests of " + std::to_string(ranges.size()) +
+                                    " ranges with " + std::to_string(values.size()) + " values");
+        }
+        message->ref_ms = digests.getRefMs();
+        message->digests.reserve(ranges.size());
+        for (unsigned i = 0; i < ranges.size(); ++i) {
+          message->digests.push_back({ranges[i], values[i]});
+        }
+        return Status::OK();
+      }
+      case wire::PeerMessage::RANGES: {
+        message->kind = PeerMessageKind::kRanges;
+        const auto reply = in.getRanges();
+        if (reply.getWant().size() + reply.getLater().size() > kMaxRangesPerMessage) {
+          return Status::Corruption("malformed frame: ranges names too many");
+        }
+        for (const uint32_t range : reply.getWant()) message->want.push_back(range);
+        for (const uint32_t range : reply.getLater()) message->later.push_back(range);
+        return Status::OK();
+      }
       case wire::PeerMessage::HEARTBEAT:
         message->kind = PeerMessageKind::kHeartbeat;
         return Status::OK();
@@ -338,6 +364,31 @@ void EncodeSyncDone(std::string* out) {
 void EncodeResync(std::string* out) {
   capnp::MallocMessageBuilder message(ScratchSegment());
   message.initRoot<wire::PeerMessage>().setResync();
+  AppendFrame(message, out);
+}
+
+void EncodeDigests(int64_t ref_ms, std::span<const RangeDigest> digests, std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto wire_digests = message.initRoot<wire::PeerMessage>().initDigests();
+  wire_digests.setRefMs(ref_ms);
+  auto ranges = wire_digests.initRanges(static_cast<unsigned>(digests.size()));
+  auto values = wire_digests.initDigests(static_cast<unsigned>(digests.size()));
+  for (size_t i = 0; i < digests.size(); ++i) {
+    ranges.set(static_cast<unsigned>(i), digests[i].range);
+    values.set(static_cast<unsigned>(i), digests[i].digest);
+  }
+  AppendFrame(message, out);
+}
+
+void EncodeRanges(std::span<const uint32_t> want, std::span<const uint32_t> later,
+                  std::string* out) {
+  capnp::MallocMessageBuilder message(ScratchSegment());
+  auto reply = message.initRoot<wire::PeerMessage>().initRanges();
+  const auto fill = [](auto list, std::span<const uint32_t> ranges) {
+    for (size_t i = 0; i < ranges.size(); ++i) list.set(static_cast<unsigned>(i), ranges[i]);
+  };
+  fill(reply.initWant(static_cast<unsigned>(want.size())), want);
+  fill(reply.initLater(static_cast<unsigned>(later.size())), later);
   AppendFrame(message, out);
 }
 

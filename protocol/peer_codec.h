@@ -59,6 +59,8 @@ enum class PeerMessageKind : uint8_t {
   kSeal,
   kMembers,
   kResync,
+  kDigests,
+  kRanges,
   kUnknown
 };
 
@@ -85,6 +87,15 @@ struct Probe {
   bool ack = false;
   int64_t wall_ms = 0;  // the sender's wall clock when it sent the message
 };
+// A key range's digest (node/engine/range_digest.h), for anti-entropy.
+struct RangeDigest {
+  uint32_t range = 0;
+  uint64_t digest = 0;
+  bool operator==(const RangeDigest&) const = default;
+};
+// The most ranges a digests or ranges message may name.
+inline constexpr size_t kMaxRangesPerMessage = 1 << 16;
+
 // What a node says when it refuses a peer of another version.
 std::string PeerVersionMismatch(uint32_t peer_version);
 
@@ -103,12 +114,17 @@ struct PeerMessage {
   std::vector<MemberRecord> members;   // kMembers
   std::vector<CrashLoss> losses;       // kMembers
   std::optional<Probe> probe;          // kMembers: absent in a table after a hello or a leave
+  int64_t ref_ms = 0;                  // kDigests
+  std::vector<RangeDigest> digests;    // kDigests
+  std::vector<uint32_t> want;          // kRanges
+  std::vector<uint32_t> later;         // kRanges
 };
 
 // Corruption for bytes that are not a PeerMessage (a hello with node id 0
 // or a nonce not of kNonceBytes, a member with node id 0 or an address
 // longer than kMaxMemberAddressBytes, more than kMaxCrashLosses losses or one
-// of node id 0 or a negative time included). A union member this version does
+// of node id 0 or a negative time included, digests whose two lists differ
+// in length, more than kMaxRangesPerMessage ranges). A union member this version does
 // not know is kUnknown.
 Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& limits,
                          PeerMessage* message);
@@ -161,6 +177,11 @@ void EncodeSeal(uint64_t seq, std::string_view mac, std::string* out);
 void EncodeSyncDone(std::string* out);
 void EncodeResync(std::string* out);
 void EncodeHeartbeat(std::string* out);
+// Digests of key ranges at ref_ms (at most kMaxRangesPerMessage).
+void EncodeDigests(int64_t ref_ms, std::span<const RangeDigest> digests, std::string* out);
+// The ranges a node wants sent whole, and those whose digests it wants again later.
+void EncodeRanges(std::span<const uint32_t> want, std::span<const uint32_t> later,
+                  std::string* out);
 // Membership records (the whole table, or the changes a probe carries), the
 // crash losses the sender knows (at most kMaxCrashLosses) and a probe (null: none).
 void EncodeMembers(std::span<const MemberRecord> members, std::span<const CrashLoss> losses,

@@ -203,6 +203,8 @@ struct StatsReply {
   httpAllowed @43 :UInt64;  # of those, allowed (200)
   httpDenied @44 :UInt64;  # of those, denied (429, or 403)
   httpRefused @45 :UInt64;  # of those, errors (malformed, invalid, unknown domain, key cap)
+  gossipDigestsSent @46 :UInt64;  # anti-entropy: range digests, summed over the links
+  gossipRangesSent @47 :UInt64;   # ranges sent whole because a peer's digest differed
 }
 
 struct PeerLinkStatus {
@@ -253,7 +255,26 @@ struct PeerMessage {
     seal @4 :PeerSeal;   # follows the message it seals
     members @5 :PeerMembers;  # membership records, and a probe (node/gossip/membership.h)
     resync @6 :Void;  # the sender forgot state it had: send it every shard at the next full sync
+    digests @7 :PeerDigests;  # anti-entropy: the sender's digests of some key ranges
+    ranges @8 :PeerRanges;    # the answer to digests, on the answering node's own link
   }
+}
+
+# Anti-entropy (node/gossip/gossip.h): digests of key ranges
+# (node/engine/range_digest.h) at a reference time; ranges[i] has digests[i].
+struct PeerDigests {
+  refMs @0 :Int64;  # wall ms, a multiple of the anti-entropy interval
+  ranges @1 :List(UInt32);
+  digests @2 :List(UInt64);
+}
+
+# What a node wants after comparing digests: `want`, the ranges whose digest
+# differed from its own (the digests' sender sends them whole); `later`, the
+# ranges it could not compare yet (changes to them were on their way): the
+# sender sends their digests again at its next interval.
+struct PeerRanges {
+  want @0 :List(UInt32);
+  later @1 :List(UInt32);
 }
 
 struct PeerMembers {

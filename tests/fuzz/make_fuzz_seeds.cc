@@ -110,6 +110,14 @@ void PeerMessages(const fs::path& dir, const std::vector<tally::KeySnapshot>& sn
   std::string probe_frame;
   tally::protocol::EncodeMembers(members, {}, &probe, &probe_frame);
   Write(dir, "probe", std::string(1, '\2') + probe_frame);
+  const tally::protocol::RangeDigest digests[] = {{0, 17}, {4095, 1ULL << 63}};
+  std::string digests_frame;
+  tally::protocol::EncodeDigests(1'800'000'000'000, digests, &digests_frame);
+  Write(dir, "digests", std::string(1, '\2') + digests_frame);
+  const uint32_t want[] = {3, 4095}, later[] = {7};
+  std::string ranges_frame;
+  tally::protocol::EncodeRanges(want, later, &ranges_frame);
+  Write(dir, "ranges", std::string(1, '\2') + ranges_frame);
 }
 
 void StorageRecords(const fs::path& dir, const std::vector<tally::KeySnapshot>& snapshots) {

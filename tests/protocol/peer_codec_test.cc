@@ -213,6 +213,21 @@ TEST_CASE("peer codec: control messages") {
   frame.clear();
   protocol::EncodeHeartbeat(&frame);
   CHECK(Decode(frame).kind == PeerMessageKind::kHeartbeat);
+  frame.clear();
+  const protocol::RangeDigest digests[] = {{0, 17}, {4'095, uint64_t{1} << 63}};
+  protocol::EncodeDigests(1'800'000'000'000, digests, &frame);
+  message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kDigests);
+  CHECK(message.ref_ms == 1'800'000'000'000);
+  CHECK(message.digests ==
+        std::vector<protocol::RangeDigest>(std::begin(digests), std::end(digests)));
+  frame.clear();
+  const uint32_t want[] = {3, 4'095}, later[] = {7};
+  protocol::EncodeRanges(want, later, &frame);
+  message = Decode(frame);
+  CHECK(message.kind == PeerMessageKind::kRanges);
+  CHECK(message.want == std::vector<uint32_t>{3, 4'095});
+  CHECK(message.later == std::vector<uint32_t>{7});
   for (const auto& [node, bad_nonce] :
        {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
     frame.clear();
@@ -521,8 +536,9 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       std::vector<std::string> out;
       const auto add = [&](const KeySnapshot& s) { encoder.Add(s, &out); };
       if (round % 10 == 9) {
+        uint64_t versions[kRangesPerShard];
         for (size_t shard = 0; shard < Limiter::shard_count(); ++shard)
-          sender->CollectReplica(shard, add);
+          sender->CollectReplica(shard, add, versions);
       } else {
         sender->CollectGossip(add);
       }
