@@ -229,6 +229,8 @@ StatsReply ReadStats(wire::StatsReply::Reader in) {
   stats.gossip_entries_merged = in.getGossipEntriesMerged();
   stats.gossip_entries_rejected = in.getGossipEntriesRejected();
   stats.gossip_sessions_refused = in.getGossipSessionsRefused();
+  stats.gossip_digests_sent = in.getGossipDigestsSent();
+  stats.gossip_ranges_sent = in.getGossipRangesSent();
   for (const auto link : in.getPeerLinks()) {
     PeerLinkStatus& out = stats.peer_links.emplace_back();
     out.address = link.getAddress().cStr();
@@ -465,6 +467,8 @@ void WriteStats(const StatsReply& stats, wire::StatsReply::Builder out) {
   out.setGossipEntriesMerged(stats.gossip_entries_merged);
   out.setGossipEntriesRejected(stats.gossip_entries_rejected);
   out.setGossipSessionsRefused(stats.gossip_sessions_refused);
+  out.setGossipDigestsSent(stats.gossip_digests_sent);
+  out.setGossipRangesSent(stats.gossip_ranges_sent);
   auto links = out.initPeerLinks(static_cast<unsigned>(stats.peer_links.size()));
   for (unsigned i = 0; i < links.size(); ++i) {
     const PeerLinkStatus& link = stats.peer_links[i];

@@ -195,6 +195,8 @@ struct StatsReply {
   uint64_t gossip_entries_merged = 0;
   uint64_t gossip_entries_rejected = 0;  // refused by the engine (bad key, order, skew, cap)
   uint64_t gossip_sessions_refused = 0;  // peers closed for garbage, a bad hello or silence
+  uint64_t gossip_digests_sent = 0;      // anti-entropy: range digests, summed over the links
+  uint64_t gossip_ranges_sent = 0;       // ranges sent whole because a peer's digest differed
   std::vector<PeerLinkStatus> peer_links;
   std::vector<PeerNodeStatus> peer_nodes;
   std::vector<MemberStatus> members;  // this node's view of the cluster, by node id

@@ -67,6 +67,16 @@ std::string RandomNonce() {
   return nonce;
 }
 
+uint64_t KeyHashSeed(std::string_view secret) {
+  const std::string_view parts[] = {"tally-key-hash-1"};
+  const std::unique_ptr<EVP_MAC_CTX, decltype(&EVP_MAC_CTX_free)> keyed(KeyedContext(secret),
+                                                                        &EVP_MAC_CTX_free);
+  const std::string mac = Finish(keyed.get(), parts);
+  uint64_t seed = 0;
+  for (size_t i = 0; i < 8; ++i) seed = seed << 8 | static_cast<unsigned char>(mac[i]);
+  return seed;
+}
+
 PeerAuth::PeerAuth(std::string_view secret, std::string_view dialler_nonce,
                    std::string_view acceptor_nonce) {
   const std::string_view parts[] = {"tally-peer-1", dialler_nonce, acceptor_nonce};

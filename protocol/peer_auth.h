@@ -36,6 +36,11 @@ inline constexpr size_t kMinSecretBytes = 16;
 // kNonceBytes from the system's secure random source.
 std::string RandomNonce();
 
+// The engine's key hash seed for a cluster (Limiter::Options::key_hash_seed):
+// HMAC(secret, "tally-key-hash-1"), its first 8 bytes. Alike on every member,
+// unknown to whoever lacks the secret.
+uint64_t KeyHashSeed(std::string_view secret);
+
 class PeerAuth {
  public:
   PeerAuth(std::string_view secret, std::string_view dialler_nonce,

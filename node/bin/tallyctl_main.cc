@@ -134,7 +134,9 @@ int PrintStats(bool json, const tally::protocol::StatsReply& s) {
       {"gossip_full_syncs_received", s.gossip_full_syncs_received},
       {"gossip_entries_merged", s.gossip_entries_merged},
       {"gossip_entries_rejected", s.gossip_entries_rejected},
-      {"gossip_sessions_refused", s.gossip_sessions_refused}};
+      {"gossip_sessions_refused", s.gossip_sessions_refused},
+      {"gossip_digests_sent", s.gossip_digests_sent},
+      {"gossip_ranges_sent", s.gossip_ranges_sent}};
   if (json) {
     Json out = Json::object();
     for (const auto& [name, value] : fields) out[name] = value;

@@ -32,6 +32,7 @@
 #include "node/metrics/metrics.h"
 #include "node/persist/persister.h"
 #include "node/server/server.h"
+#include "protocol/peer_auth.h"
 #include "storage/store.h"
 
 namespace {
@@ -227,8 +228,9 @@ int main(int argc, char** argv) {
                "relays the key (which sends every node's counts of it on at once, up to "
                "--gossip-max-delay-ms later); and relay for no one");
   app.add_option("--full-sync-interval-ms", gossip_options.full_sync_interval_ms,
-                 "Anti-entropy this often: each peer gets the keys of every shard changed since "
-                 "it last had them; after each reconnect, or when it asks, every live key")
+                 "Anti-entropy this often: each peer gets the digests of the key ranges changed "
+                 "since it last had them, and the ranges whose digests differ; after each "
+                 "reconnect, or when it asks, every live key")
       ->check(tally::bin::InRange(100, kDayMs))
       ->capture_default_str();
   app.add_option("--membership-interval-ms", gossip_options.membership_interval_ms,
@@ -353,6 +355,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   limiter_options.replicate = clustered;
+  // Members split keys into the same ranges for anti-entropy; clients cannot
+  // choose keys that collide in the tables.
+  limiter_options.key_hash_seed =
+      clustered ? tally::protocol::KeyHashSeed(gossip_options.cluster_secret)
+                : (uint64_t{std::random_device()()} << 32 | std::random_device()());
   if (clustered) {  // the cluster's size comes from the membership
     limiter_options.escrow_epoch_ms = escrow ? escrow_epoch_ms : 0;
     // What a node sent counts as on its way for a tenth of a round: deltas

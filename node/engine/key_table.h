@@ -13,6 +13,8 @@
 // Pointers to entries stay valid until that entry is erased.
 #pragma once
 
+#include <xxhash.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,24 +22,28 @@
 #include <vector>
 
 #include <absl/container/flat_hash_set.h>
-#include <absl/hash/hash.h>
 
 #include "node/engine/compact_key.h"
 
 namespace tally {
 
-// The one hash of a key; the engine picks a shard from it and the table
-// reuses it, so a key is hashed once per check.
-inline size_t HashKey(std::string_view key) { return absl::Hash<std::string_view>{}(key); }
+// The one hash of a key; the engine picks a shard and a range from it and
+// the table reuses it, so a key is hashed once per check. Seeded
+// (Limiter::Options::key_hash_seed): nodes of a cluster share the seed, so
+// that they split keys into the same ranges for anti-entropy, and clients do
+// not know it, so they cannot choose keys that collide.
+inline size_t HashKey(std::string_view key, uint64_t seed) {
+  return XXH3_64bits_withSeed(key.data(), key.size(), seed);
+}
 
 template <typename Entry>
 class KeyTable {
  public:
-  KeyTable() : index_(0, IndexHash{this}, IndexEq{this}) {}
+  explicit KeyTable(uint64_t seed) : seed_(seed), index_(0, IndexHash{this}, IndexEq{this}) {}
   KeyTable(const KeyTable&) = delete;  // the index's functors point at this
   KeyTable& operator=(const KeyTable&) = delete;
 
-  // `hash` must be HashKey(key).
+  // `hash` must be HashKey(key, seed).
   Entry* Find(std::string_view key, size_t hash) {
     auto it = index_.find(Probe{key, hash});
     return it == index_.end() ? nullptr : &At(*it);
@@ -136,7 +142,9 @@ class KeyTable {
   struct IndexHash {
     using is_transparent = void;
     const KeyTable* table;
-    size_t operator()(uint32_t handle) const { return HashKey(table->At(handle).key.view()); }
+    size_t operator()(uint32_t handle) const {
+      return HashKey(table->At(handle).key.view(), table->seed_);
+    }
     size_t operator()(const Probe& probe) const { return probe.hash; }
     size_t operator()(const HashOnly& probe) const { return probe.hash; }
   };
@@ -162,6 +170,7 @@ class KeyTable {
     free_handles_.push_back(handle);
   }
 
+  const uint64_t seed_;
   std::vector<std::unique_ptr<Entry[]>> chunks_;
   uint32_t next_unused_ = 0;  // handles below this have been handed out
   std::vector<uint32_t> free_handles_;

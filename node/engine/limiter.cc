@@ -11,9 +11,6 @@
 namespace tally {
 namespace {
 
-constexpr size_t kShardBits = 6;
-constexpr size_t kShardCount = size_t{1} << kShardBits;
-
 Status ValidateReplicated(std::string_view key, const LimitSpec& spec) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
   return ValidateSpec(spec);
@@ -82,6 +79,7 @@ Limiter::Limiter(const Options& options)
   for (size_t i = 0; i < kShardCount; ++i) {
     shards_[i].track_changes = options.track_changes;
     shards_[i].replicate = options.replicate;
+    shards_[i].key_hash_seed = options.key_hash_seed;
     shards_[i].gossip_work = &gossip_work_;
     Coordination::Settings coordination;
     coordination.self = options.node_id;
@@ -100,7 +98,7 @@ Limiter::Limiter(const Options& options)
 
 Limiter::~Limiter() = default;
 
-size_t Limiter::ShardIndex(size_t hash) { return hash >> (64 - kShardBits); }
+size_t Limiter::ShardIndex(size_t hash) { return ShardOfHash(hash); }
 
 Shard& Limiter::ShardFor(size_t hash) { return shards_[ShardIndex(hash)]; }
 
@@ -148,7 +146,8 @@ void Limiter::CheckBatch(std::span<const CheckRequest> requests, std::span<Check
       const CheckRequest& request = requests[round];
       results[round].status = ValidateKey(request.key);
       if (results[round].status.ok()) results[round].status = ValidateSpec(request.spec);
-      if (results[round].status.ok()) hashes[round % kInFlight] = HashKey(request.key);
+      if (results[round].status.ok())
+        hashes[round % kInFlight] = HashKey(request.key, options_.key_hash_seed);
     }
     for (size_t hint = 0; hint < kHints; ++hint) {
       const size_t lag = hint * kDistance;
@@ -176,7 +175,7 @@ Status Limiter::ValidateAndCheck(std::string_view key, const LimitSpec& spec, ui
                                  int64_t wall_ms, Decision* decision) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
   if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  return CheckValid(key, HashKey(key), spec, cost, wall_ms, decision);
+  return CheckValid(key, HashKey(key, options_.key_hash_seed), spec, cost, wall_ms, decision);
 }
 
 Status Limiter::CheckValid(std::string_view key, size_t hash, const LimitSpec& spec, uint64_t cost,
@@ -205,7 +204,7 @@ size_t Limiter::SweepIfDue() {
 Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* snapshot) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
   if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  const size_t hash = HashKey(key);
+  const size_t hash = HashKey(key, options_.key_hash_seed);
   const bool found = InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Read(key, hash, spec, options_.node_id, now_ms, snapshot);
   });
@@ -215,7 +214,7 @@ Status Limiter::Read(std::string_view key, const LimitSpec& spec, KeySnapshot* s
 Status Limiter::Erase(std::string_view key, const LimitSpec& spec) {
   if (Status status = ValidateKey(key); !status.ok()) return status;
   if (Status status = ValidateSpec(spec); !status.ok()) return status;
-  const size_t hash = HashKey(key);
+  const size_t hash = HashKey(key, options_.key_hash_seed);
   const bool erased =
       InShard(hash, [&](Shard& shard, int64_t) { return shard.Erase(budget_, key, hash, spec); });
   if (!erased) return Status::NotFound("no state for this key");
@@ -225,7 +224,7 @@ Status Limiter::Erase(std::string_view key, const LimitSpec& spec) {
 
 Status Limiter::Merge(const KeySnapshot& snapshot) {
   if (Status status = ValidateMerge(snapshot); !status.ok()) return status;
-  const size_t hash = HashKey(snapshot.key);
+  const size_t hash = HashKey(snapshot.key, options_.key_hash_seed);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Merge(budget_, snapshot, hash, options_.node_id, now_ms, MergeSource::kSync);
   });
@@ -241,7 +240,7 @@ void Limiter::MergeBatch(std::span<const KeySnapshot> snapshots, std::span<Statu
   for (size_t i = 0; i < count; ++i) {
     statuses[i] = ValidateMerge(snapshots[i]);
     if (!statuses[i].ok()) continue;
-    scratch.hashes[i] = HashKey(snapshots[i].key);
+    scratch.hashes[i] = HashKey(snapshots[i].key, options_.key_hash_seed);
     ++starts[ShardIndex(scratch.hashes[i]) + 1];
   }
   for (size_t s = 0; s < kShardCount; ++s) starts[s + 1] += starts[s];
@@ -323,18 +322,48 @@ int64_t Limiter::CollectGossip(const SnapshotSink& sink, bool flush_deferred,
 
 size_t Limiter::shard_count() { return kShardCount; }
 
-uint64_t Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
+size_t Limiter::range_count() { return kShardCount * kRangesPerShard; }
+
+void Limiter::RangeVersions(size_t shard_index, int64_t quiet_ms, std::span<RangeVersion> out) {
+  Shard& shard = shards_[shard_index];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const int64_t now_ms = shard.Now(options_.clock->WallMs());
+  for (size_t i = 0; i < kRangesPerShard && i < out.size(); ++i) {
+    out[i] = {shard.ranges[i].version, shard.ranges[i].quiet_from_ms <= now_ms - quiet_ms};
+  }
+}
+
+void Limiter::RangeDigests(size_t shard_index, int64_t ref_ms, uint64_t wanted,
+                           std::span<uint64_t> out) {
   KeySnapshot scratch;
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
-  shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), &scratch, sink);
-  return shard.replica_version;
+  shard.Now(options_.clock->WallMs());
+  shard.UpdateDigests(options_.node_id, ref_ms, wanted, &scratch);
+  for (size_t i = 0; i < kRangesPerShard && i < out.size(); ++i) {
+    out[i] = (wanted >> i & 1) != 0 ? shard.ranges[i].digest : 0;
+  }
 }
 
-uint64_t Limiter::ReplicaVersion(size_t shard_index) {
+void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink,
+                             std::span<uint64_t> versions) {
+  KeySnapshot scratch;
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
-  return shard.replica_version;
+  shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), kRangesPerShard,
+                       &scratch, sink);
+  for (size_t i = 0; i < kRangesPerShard && i < versions.size(); ++i) {
+    versions[i] = shard.ranges[i].version;
+  }
+}
+
+uint64_t Limiter::CollectRange(size_t range, const SnapshotSink& sink) {
+  KeySnapshot scratch;
+  Shard& shard = shards_[range / kRangesPerShard];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()),
+                       range % kRangesPerShard, &scratch, sink);
+  return shard.ranges[range % kRangesPerShard].version;
 }
 
 size_t Limiter::SweepExpired() {
@@ -372,7 +401,7 @@ Status Limiter::Restore(const KeySnapshot& snapshot) {
     return status;
   }
   if (Status status = ValidateLog(snapshot.log); !status.ok()) return status;
-  const size_t hash = HashKey(snapshot.key);
+  const size_t hash = HashKey(snapshot.key, options_.key_hash_seed);
   return InShard(hash, [&](Shard& shard, int64_t now_ms) {
     return shard.Restore(budget_, snapshot, hash, options_.node_id, now_ms);
   });

@@ -90,6 +90,10 @@ class Limiter {
     // open) enforces the whole limit from what this node knows; true keeps
     // this node's own admissions to its equal share, limit / cluster_size.
     bool partition_share = false;
+    // The seed of the keys' hash (node/engine/key_table.h: HashKey): the
+    // same on every node of a cluster, so that anti-entropy's ranges are
+    // alike, and unknown to clients.
+    uint64_t key_hash_seed = 0;
   };
 
   explicit Limiter(const Options& options);
@@ -158,10 +162,8 @@ class Limiter {
   // the previous call and due now (Options::gossip_max_delay_ms; every one,
   // with flush_deferred, as before leaving the cluster), this node's own
   // contribution (counts: its slots of the key's windows; log: its stamps
-  // not sent yet; bucket: its slices). CollectReplica hands
-  // it every node's state of every live replicated key of one shard
-  // (0 .. shard_count() - 1), for anti-entropy. Sinks run with a shard
-  // locked: they must not call the Limiter.
+  // not sent yet; bucket: its slices). Sinks run with a shard locked: they
+  // must not call the Limiter.
   // With `relay` (node/engine/headroom.h "Relay"), a counter's admissions
   // that waited go to relay->sink for the key's relayer, not to `sink`
   // (except with flush_deferred), and wait until a delta brings them back
@@ -172,16 +174,37 @@ class Limiter {
   // still waits is due; INT64_MAX when nothing waits.
   int64_t CollectGossip(const SnapshotSink& sink, bool flush_deferred = false,
                         const GossipRelay* relay = nullptr);
+
+  // Anti-entropy by ranges of keys. The keys split into shard_count() shards
+  // of kRangesPerShard ranges each by their hash, alike on every node with
+  // the same Options::key_hash_seed (range r: shard r / kRangesPerShard).
+  // A range's version grows whenever its replicated state gains what a peer
+  // may lack: an admission or denial here, a merge or restore that raised a
+  // count, an erasure. Unchanged, the range holds what it held (but for
+  // windows rolling and keys expiring, which every node does itself). A
+  // merge that raises only denials does not change it.
   static size_t shard_count();
-  // Returns the shard's replica version that what it handed reflects.
-  uint64_t CollectReplica(size_t shard, const SnapshotSink& sink);
-  // A number that grows whenever the shard's replicated state gains what a
-  // peer may lack: an admission or denial here, a merge or restore that
-  // raised a count. Unchanged, it means CollectReplica would hand the same
-  // state as when it returned it (but for windows rolling and keys expiring,
-  // which every node does itself): anti-entropy skips the shard. A merge
-  // that raises only denials does not change it.
-  uint64_t ReplicaVersion(size_t shard);
+  static size_t range_count();
+  struct RangeVersion {
+    uint64_t version = 0;
+    // Every change to it so far has reached every peer quiet_ms ago, unless
+    // lost: no admission here may still wait to be sent, nor be held by its
+    // relayer (node/engine/headroom.h), and nothing merged came in later.
+    bool quiet = false;
+  };
+  // The shard's ranges (out: kRangesPerShard of them).
+  void RangeVersions(size_t shard, int64_t quiet_ms, std::span<RangeVersion> out);
+  // The digests (node/engine/range_digest.h) at ref_ms (wall ms) of the
+  // shard's ranges whose bit is set in `wanted` (bit i: range i of the
+  // shard) into out[i]; 0 for the others. Each is computed once per version
+  // and ref_ms: asked again, it costs nothing.
+  void RangeDigests(size_t shard, int64_t ref_ms, uint64_t wanted, std::span<uint64_t> out);
+  // Hands the sink every node's state of every live replicated key of one
+  // shard, or of one range (0 .. range_count() - 1), and returns the
+  // version each range had (versions: kRangesPerShard; CollectRange: its
+  // range's).
+  void CollectReplica(size_t shard, const SnapshotSink& sink, std::span<uint64_t> versions);
+  uint64_t CollectRange(size_t range, const SnapshotSink& sink);
 
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();

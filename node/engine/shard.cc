@@ -86,7 +86,10 @@ void Shard::WithClasses(Algorithm algorithm, F&& f) {
 
 Status Shard::Check(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec,
                     uint64_t cost, int64_t now_ms, Decision* decision) {
-  if (cost > 0) ++replica_version;  // an admission or a denial, both replicated
+  // An admission or a denial, both replicated; an admission far from the
+  // limit may wait its deferral, then its relayer's hold, before every peer has it.
+  if (cost > 0)
+    Touch(hash, now_ms + 2 * coordination.MaxDeferralMs(spec.algorithm, spec.window_ms));
   switch (spec.algorithm) {
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter:
@@ -330,7 +333,7 @@ size_t Shard::SweepAll(int64_t now_ms) {
 }
 
 bool Shard::Erase(KeyBudget& budget, std::string_view key, size_t hash, const LimitSpec& spec) {
-  ++replica_version;  // conservative: a peer may have to send this node the key again
+  Touch(hash, 0);  // conservative: a peer may have to send this node the key again
   bool erased = false;
   WithClasses(spec.algorithm, [&](auto& classes) {
     if (auto* limit_class = FindClass(classes, spec.algorithm, spec.window_ms)) {

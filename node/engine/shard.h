@@ -4,6 +4,7 @@
 // every call. KeyBudget is shared by all shards and thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -94,13 +95,39 @@ struct LimitClass {
   std::deque<Deferred> held;
 };
 
+// Anti-entropy compares a shard's keys by ranges (Limiter::RangeDigests):
+// the next kRangeBits of a key's hash after the shard's.
+inline constexpr int kShardBits = 6;
+inline constexpr int kRangeBits = 6;
+inline constexpr size_t kShardCount = size_t{1} << kShardBits;
+inline constexpr size_t kRangesPerShard = size_t{1} << kRangeBits;
+inline size_t ShardOfHash(size_t hash) { return hash >> (64 - kShardBits); }
+// The range within its shard.
+inline size_t RangeOfHash(size_t hash) {
+  return (hash >> (64 - kShardBits - kRangeBits)) & (kRangesPerShard - 1);
+}
+
+// One range of a shard's keys, for anti-entropy.
+struct KeyRange {
+  // +1 on every change to what the range replicates: a check that costs, a
+  // merge that raises a count, a restore or an erase.
+  uint64_t version = 1;
+  // Wall ms from which no change made so far may still be on its way to a
+  // peer: an admission that may wait before it is sent (and be held by its
+  // relayer as long again) moves it that far ahead.
+  int64_t quiet_from_ms = 0;
+  // The range's digest at digest_ref_ms, valid while digest_version == version.
+  uint64_t digest_version = 0;
+  int64_t digest_ref_ms = 0;
+  uint64_t digest = 0;
+};
+
 struct alignas(64) Shard {
   std::mutex mu;
   bool track_changes = false;  // set once, before any use: kStorageMark
   bool replicate = false;      // set once, before any use: kGossipMark
-  // Limiter::ReplicaVersion: +1 on a check that costs, a merge that raises a
-  // count, a restore or an erase.
-  uint64_t replica_version = 1;
+  uint64_t key_hash_seed = 0;  // set once, before any use: HashKey's
+  KeyRange ranges[kRangesPerShard];
   // Escrow, the partition share and gossip deferral (node/engine/coordination.h); set once.
   Coordination coordination;
   std::vector<LogStamp> stamp_scratch;  // a log's stamps of all nodes, merged
@@ -174,8 +201,13 @@ struct alignas(64) Shard {
   // slots (node/engine/headroom.h).
   void CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred, const GossipRelay* relay,
                      KeySnapshot* scratch, const SnapshotSink& sink);
-  // Anti-entropy: every live entry, every node's state.
-  void CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch, const SnapshotSink& sink);
+  // Anti-entropy: every live entry, every node's state; of one range only
+  // when range < kRangesPerShard.
+  void CollectReplica(NodeId self, int64_t now_ms, size_t range, KeySnapshot* scratch,
+                      const SnapshotSink& sink);
+  // Brings the digest (KeyRange) of every range in `wanted` up to date at
+  // ref_ms, in one pass over the shard's keys: unless it is valid already.
+  void UpdateDigests(NodeId self, int64_t ref_ms, uint64_t wanted, KeySnapshot* scratch);
   // Puts a snapshot's state back (counters and bucket: slot-wise max and
   // join; log: replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
@@ -211,6 +243,13 @@ struct alignas(64) Shard {
   template <typename Entry>
   void Wait(std::deque<typename LimitClass<Entry>::Deferred>& queue, Entry* entry, int64_t now_ms,
             int64_t delay_ms);
+  // A change to what the key's range replicates, on its way to every peer
+  // by quiet_from_ms (KeyRange).
+  void Touch(size_t hash, int64_t quiet_from_ms) {
+    KeyRange& range = ranges[RangeOfHash(hash)];
+    ++range.version;
+    range.quiet_from_ms = std::max(range.quiet_from_ms, quiet_from_ms);
+  }
   // Tells gossip_work, if set, that this shard has new work for gossip.
   void NoteGossipWork() const;
   // Lowers next_release_ms to the class's earliest due time, if any.

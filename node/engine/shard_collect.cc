@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "node/engine/range_digest.h"
 #include "node/engine/shard.h"
 #include "node/engine/shard_internal.h"
 
@@ -312,36 +313,84 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
   }
 }
 
-void Shard::CollectReplica(NodeId self, int64_t now_ms, KeySnapshot* scratch,
-                           const SnapshotSink& sink) {
-  const auto send = [&](const auto& limit_class, const auto& entry) {
-    scratch->key.assign(entry.key.view());
-    scratch->algorithm = limit_class.algorithm;
-    scratch->window_ms = limit_class.window_ms;
-    FillSnapshot(entry, self, scratch);
-    sink(*scratch);
+// Every live entry of the shard (of one range, when range < kRangesPerShard),
+// its window rolled on to now_ms, to f(limit_class, entry, hash).
+template <typename F>
+void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
+  const auto in_range = [&](const auto& entry, size_t* hash) {
+    *hash = HashKey(entry.key.view(), shard.key_hash_seed);
+    return range >= kRangesPerShard || RangeOfHash(*hash) == range;
   };
-  for (auto& limit_class : counters) {
+  size_t hash = 0;
+  for (auto& limit_class : shard.counters) {
     limit_class.table->ForEach([&](CounterEntry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      if (!in_range(entry, &hash)) return;
       AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
-      send(limit_class, entry);
+      f(limit_class, entry, hash);
     });
   }
-  for (auto& limit_class : logs) {
+  for (auto& limit_class : shard.logs) {
     limit_class.table->ForEach([&](LogEntry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      if (!in_range(entry, &hash)) return;
       TrimLog(entry, limit_class.window_ms, now_ms);
-      send(limit_class, entry);
+      f(limit_class, entry, hash);
     });
   }
-  for (auto& limit_class : buckets) {
+  for (auto& limit_class : shard.buckets) {
     limit_class.table->ForEach([&](BucketEntry& entry) {
       if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+      if (!in_range(entry, &hash)) return;
       AdvanceBucket(entry, limit_class.window_ms,
                     BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
-      send(limit_class, entry);
+      f(limit_class, entry, hash);
     });
+  }
+}
+
+// Fills the scratch snapshot with the entry's replicated state.
+template <typename Entry>
+void FillReplica(const LimitClass<Entry>& limit_class, const Entry& entry, NodeId self,
+                 KeySnapshot* scratch) {
+  scratch->key.assign(entry.key.view());
+  scratch->algorithm = limit_class.algorithm;
+  scratch->window_ms = limit_class.window_ms;
+  FillSnapshot(entry, self, scratch);
+}
+
+void Shard::CollectReplica(NodeId self, int64_t now_ms, size_t range, KeySnapshot* scratch,
+                           const SnapshotSink& sink) {
+  ForEachLive(*this, now_ms, range, [&](const auto& limit_class, const auto& entry, size_t) {
+    FillReplica(limit_class, entry, self, scratch);
+    sink(*scratch);
+  });
+}
+
+void Shard::UpdateDigests(NodeId self, int64_t ref_ms, uint64_t wanted, KeySnapshot* scratch) {
+  uint64_t stale = 0;  // the wanted ranges whose digest must be computed
+  for (size_t i = 0; i < kRangesPerShard; ++i) {
+    const KeyRange& range = ranges[i];
+    const bool valid = range.digest_version == range.version && range.digest_ref_ms == ref_ms;
+    if ((wanted >> i & 1) != 0 && !valid) stale |= uint64_t{1} << i;
+  }
+  if (stale == 0) return;
+  for (size_t i = 0; i < kRangesPerShard; ++i) {
+    if ((stale >> i & 1) != 0) ranges[i].digest = 0;
+  }
+  // Entries roll on to ref_ms at most: a later time would drop what still
+  // counts at ref_ms (a peer's ref_ms may lag this node's clock a little).
+  ForEachLive(*this, std::min(ref_ms, last_now_ms), kRangesPerShard,
+              [&](const auto& limit_class, const auto& entry, size_t hash) {
+                const size_t i = RangeOfHash(hash);
+                if ((stale >> i & 1) == 0) return;
+                FillReplica(limit_class, entry, self, scratch);
+                ranges[i].digest += KeyDigest(*scratch, ref_ms);
+              });
+  for (size_t i = 0; i < kRangesPerShard; ++i) {
+    if ((stale >> i & 1) == 0) continue;
+    ranges[i].digest_version = ranges[i].version;
+    ranges[i].digest_ref_ms = ref_ms;
   }
 }
 

@@ -109,7 +109,7 @@ Status Shard::Ensure(KeyBudget& budget, std::vector<LimitClass<Entry>>& classes,
     limit_class = &classes.emplace_back();
     limit_class->algorithm = spec.algorithm;
     limit_class->window_ms = spec.window_ms;
-    limit_class->table = std::make_unique<KeyTable<Entry>>();
+    limit_class->table = std::make_unique<KeyTable<Entry>>(key_hash_seed);
   }
   budget.Release(limit_class->table->SweepSome(kSweepPerInsert, [&](const Entry& old) {
     return IsExpired(old, spec.algorithm, spec.window_ms, now_ms);

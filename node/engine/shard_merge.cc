@@ -118,7 +118,7 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
     TrimLog(*entry, spec.window_ms, now_ms);
     const uint64_t weight_before = ReplicaWeight(*entry);
     MergeLog(*entry, self, snapshot.log, spec.window_ms, now_ms);
-    if (ReplicaWeight(*entry) != weight_before) ++replica_version;
+    if (ReplicaWeight(*entry) != weight_before) Touch(hash, now_ms);
     MarkMerged(logs, spec, entry);
     return Status::OK();
   }
@@ -149,7 +149,12 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   const uint64_t weight_before = ReplicaWeight(*entry);
   if (entry->remote) coordination.BeforeMerge(*entry->remote, entry->window_index, now_ms);
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
-  if (ReplicaWeight(*entry) != weight_before) ++replica_version;
+  if (ReplicaWeight(*entry) != weight_before) {
+    // What this node relays goes on to every peer after its hold.
+    Touch(hash, source == MergeSource::kRelay
+                    ? now_ms + coordination.MaxDeferralMs(spec.algorithm, spec.window_ms)
+                    : now_ms);
+  }
   MergeDenied(*entry, self, counts.window_index, snapshot.denied);
   // Most merges bring peers' slots alone: those are stored at the slower
   // pace of the peer changes (Limiter::CollectChanges); a merge that gives
@@ -192,7 +197,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
   const uint64_t weight_before = ReplicaWeight(*entry);
   coordination.BeforeMerge(*entry, spec.window_ms, now_ms);
   MergeIntoBucket(*entry, snapshot.bucket, spec.window_ms, now_ms);
-  if (ReplicaWeight(*entry) != weight_before) ++replica_version;
+  if (ReplicaWeight(*entry) != weight_before) Touch(hash, now_ms);
   MergeDenied(*entry, self, snapshot.bucket.base_slice, snapshot.denied);
   MarkMerged(buckets, spec, entry);
   return Status::OK();
@@ -201,7 +206,7 @@ Status Shard::MergeBucketSnapshot(KeyBudget& budget, const KeySnapshot& snapshot
 Status Shard::Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,
                       int64_t now_ms) {
   if (ExpiresAtMs(snapshot) <= now_ms) return Status::OK();
-  ++replica_version;
+  Touch(hash, now_ms);
   const LimitSpec spec{snapshot.algorithm, 0, snapshot.window_ms};
   switch (snapshot.algorithm) {
     case Algorithm::kFixedWindow:

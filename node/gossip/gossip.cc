@@ -18,6 +18,7 @@
 
 #include "node/common/clock.h"
 #include "node/common/host_port.h"
+#include "node/gossip/anti_entropy.h"
 #include "node/gossip/gossip_peer.h"
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
@@ -203,11 +204,52 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
+    const int64_t wall_ms = shared.WallMs();
+    if (wall_ms >= next_digests_at_ms && !digests_running && leave_done == nullptr) {
+      const int64_t ref_ms = DigestRefMs(wall_ms, shared.options.full_sync_interval_ms);
+      next_digests_at_ms = ref_ms + shared.options.full_sync_interval_ms;
+      digests_running = true;
+      asio::co_spawn(io, SendDigests(ref_ms), [](std::exception_ptr e) {
+        if (e) spdlog::error("gossip anti-entropy failed: an exception escaped");
+      });
+    }
     if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr ||
         probes->busy()) {
       return 0;
     }
-    return std::max<int64_t>(0, std::min(probes->next_ping_in_ms(now_ms), next_due_in_ms));
+    return std::max<int64_t>(0, std::min({probes->next_ping_in_ms(now_ms), next_due_in_ms,
+                                          next_digests_at_ms - wall_ms}));
+  }
+
+  // Anti-entropy's interval (node/gossip/anti_entropy.h): each link that is
+  // up sends its peer the digests of the ranges due, computed once for all
+  // links, one shard at a time (the rounds and sessions run in between).
+  asio::awaitable<void> SendDigests(int64_t ref_ms) {
+    Limiter& limiter = *shared.limiter;
+    const std::vector<Limiter::RangeVersion> versions =
+        AllRangeVersions(limiter, QuietMs(shared.options.interval_ms));
+    std::vector<std::pair<std::shared_ptr<PeerLink>, std::vector<uint32_t>>> due;
+    std::vector<bool> wanted(Limiter::range_count());
+    for (const auto& [address, link] : links) {
+      std::vector<uint32_t> ranges = link->DigestsDue(versions);
+      for (const uint32_t range : ranges) wanted[range] = true;
+      due.emplace_back(link, std::move(ranges));
+    }
+    std::vector<uint32_t> ranges;
+    for (uint32_t range = 0; range < wanted.size(); ++range) {
+      if (wanted[range]) ranges.push_back(range);
+    }
+    std::vector<uint64_t> digests(Limiter::range_count());
+    const std::vector<ShardRun> runs = ShardRuns(ranges);
+    for (size_t i = 0; i < runs.size() && !stopping; ++i) {
+      if (i > 0) co_await asio::post(io, asio::use_awaitable);
+      ShardDigests(limiter, runs[i].shard, ref_ms,
+                   std::span(ranges).subspan(runs[i].first, runs[i].end - runs[i].first), &digests);
+    }
+    for (const auto& [link, link_ranges] : due) {
+      if (!stopping) link->SendDigests(ref_ms, link_ranges, digests, versions);
+    }
+    digests_running = false;
   }
 
   // A round's delta for one relayer.
@@ -413,6 +455,10 @@ struct Gossip::Impl {
   std::set<std::string> self_seeds;     // the seeds that are this node
   std::set<std::shared_ptr<PeerSession>> sessions;
   uint64_t sessions_accepted = 0;
+  // Anti-entropy: the wall time of the next interval, and whether the
+  // last one's digests are still being computed.
+  int64_t next_digests_at_ms = 0;
+  bool digests_running = false;
   std::optional<MemberProbes> probes;        // from Start
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;
@@ -488,6 +534,8 @@ void Gossip::Start() {
   impl.shared.member_losses.Start(impl.shared.options.stored_crash_losses, self.node_id,
                                   self.incarnation, impl.shared.options.crashed,
                                   impl.shared.WallMs());
+  impl.next_digests_at_ms = DigestRefMs(impl.shared.WallMs(), options.full_sync_interval_ms) +
+                            options.full_sync_interval_ms;
   impl.self_seeds.insert(impl.advertise_address);
   impl.dropped_seeds.insert(impl.advertise_address);
   impl.FollowMembership(impl.shared.NowMs());
@@ -612,6 +660,8 @@ void Gossip::AddStats(protocol::StatsReply* stats) const {
   stats->gossip_entries_merged = get(shared.entries_merged);
   stats->gossip_entries_rejected = get(shared.entries_rejected);
   stats->gossip_sessions_refused = get(shared.sessions_refused);
+  stats->gossip_digests_sent = get(shared.digests_sent);
+  stats->gossip_ranges_sent = get(shared.ranges_sent);
   const int64_t now_ms = shared.NowMs();
   std::lock_guard<std::mutex> lock(shared.mu);
   stats->peer_links.clear();

@@ -25,15 +25,15 @@
 // (every live replicated key with every node's slots and stamps, shard by
 // shard, then syncDone), then every interval_ms a delta (the keys admitted
 // to here since the last round, this node's own slots and new stamps
-// only), and a new full sync every full_sync_interval_ms: of the shards
-// whose replica version (Limiter::ReplicaVersion) moved since the peer last
-// had them, and every tenth of all shards (gossip_link.cc). A link with
-// nothing to send sends nothing: TCP keepalive ends a connection whose peer
-// vanished. Rounds rest while there is nothing to send, every link is up
-// and no probe or suspicion is under way: after a round that sent nothing,
-// the next comes when the next ping or the earliest admission that waits is
-// due, or an interval after the last one as soon as the Limiter has
-// something for it (NoteWork).
+// only), and every full_sync_interval_ms anti-entropy: the digests of the
+// key ranges that changed since the peer last had them, and the ranges
+// whose digests the peer found to differ (node/gossip/anti_entropy.h). A
+// link with nothing to send sends nothing: TCP keepalive ends a connection
+// whose peer vanished. Rounds rest while there is nothing to send, every
+// link is up and no probe or suspicion is under way: after a round that
+// sent nothing, the next comes when the next ping, the earliest admission
+// that waits or anti-entropy's next interval is due, or an interval after
+// the last one as soon as the Limiter has something for it (NoteWork).
 // A link that breaks is redialled with a backoff (reconnect_min_ms doubling
 // to reconnect_max_ms) and starts with a full sync again: that is the
 // anti-entropy that repairs whatever deltas were lost with the connection.
@@ -130,6 +130,7 @@ class Gossip {
     int64_t dead_after_ms = 2'500;
     // A member whose clock is off this node's by more is warned about in the log.
     int64_t max_clock_offset_ms = 100;
+    // Anti-entropy's interval (node/gossip/anti_entropy.h).
     int64_t full_sync_interval_ms = 30'000;
     int64_t idle_timeout_ms = 5'000;
     int64_t write_timeout_ms = 5'000;

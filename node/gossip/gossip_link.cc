@@ -13,8 +13,8 @@ namespace {
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.
 constexpr size_t kSyncWatermarkBytes = 1 << 20;
-// No replica version: the shard goes whole at the next full sync.
-constexpr uint64_t kNotSynced = UINT64_MAX;
+// A range the peer has had nothing of on this connection yet.
+constexpr uint64_t kNotTold = 0;
 
 Frame FrameOf(void (*encode)(std::string*)) {
   auto frame = std::make_shared<std::string>();
@@ -160,8 +160,18 @@ asio::awaitable<Status> PeerLink::Connect() {
   // proves the secret (HandshakeFrameLimits); the membership table may be large.
   Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   Enqueue(shared_.probes->TableFrame());
-  synced_versions_.assign(Limiter::shard_count(), kNotSynced);  // a new connection gets all
-  StartSync();
+  told_versions_.assign(Limiter::range_count(), kNotTold);
+  wanted_ranges_.clear();
+  StartSync();  // a new connection gets everything
+  if (const auto pending = shared_.pending_ranges.find(peer_id_);
+      pending != shared_.pending_ranges.end()) {
+    const std::vector<uint32_t> want(pending->second.want.begin(), pending->second.want.end());
+    const std::vector<uint32_t> later(pending->second.later.begin(), pending->second.later.end());
+    shared_.pending_ranges.erase(pending);
+    auto frame = std::make_shared<std::string>();
+    protocol::EncodeRanges(want, later, frame.get());
+    Enqueue(std::move(frame));
+  }
   shared_.probes->LinkUp(peer_id_);
   PublishStatus();
   co_return Status::OK();
@@ -246,40 +256,83 @@ void PeerLink::WriteNext() {
 
 void PeerLink::StartSync() {
   sync_shard_ = 0;
-  last_sync_ms_ = shared_.NowMs();
-  // This node forgot state since its last sync to this peer: the peer sends
-  // it everything again (PeerSession, kResync), as after a reconnect.
-  if (const uint64_t forgotten = shared_.Forgotten(); forgotten != forgotten_told_) {
-    forgotten_told_ = forgotten;
-    Enqueue(FrameOf(&protocol::EncodeResync));
-  }
   PumpSync();
 }
 
 void PeerLink::ResyncAll() {
+  if (up_) StartSync();  // else the full sync after the reconnect sends everything
+}
+
+std::vector<uint32_t> PeerLink::DigestsDue(
+    const std::vector<Limiter::RangeVersion>& versions) const {
+  std::vector<uint32_t> due;
+  if (!up_ || sync_shard_ >= 0) return due;
+  for (uint32_t range = 0; range < versions.size(); ++range) {
+    if (versions[range].quiet && versions[range].version != told_versions_[range]) {
+      due.push_back(range);
+    }
+  }
+  return due;
+}
+
+void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
+                           const std::vector<uint64_t>& digests,
+                           const std::vector<Limiter::RangeVersion>& versions) {
+  if (!up_) return;
+  // This node forgot state since it last told this peer: the peer sends it
+  // everything again (PeerSession, kResync), as after a reconnect.
+  if (const uint64_t forgotten = shared_.Forgotten(); forgotten != forgotten_told_) {
+    forgotten_told_ = forgotten;
+    Enqueue(FrameOf(&protocol::EncodeResync));
+  }
+  if (due.empty() || sync_shard_ >= 0) return;  // a full sync under way sends everything
+  std::vector<protocol::RangeDigest> message;
+  message.reserve(due.size());
+  for (const uint32_t range : due) {
+    message.push_back({range, digests[range]});
+    told_versions_[range] = versions[range].version;
+  }
+  auto frame = std::make_shared<std::string>();
+  protocol::EncodeDigests(ref_ms, message, frame.get());
+  GossipShared::Add(shared_.digests_sent, message.size());
+  Enqueue(std::move(frame));
+}
+
+void PeerLink::AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later) {
   if (!up_) return;  // the full sync after the reconnect sends everything
-  std::fill(synced_versions_.begin(), synced_versions_.end(), kNotSynced);
-  if (sync_shard_ < 0) StartSync();
+  for (const uint32_t range : later) {
+    if (range < told_versions_.size()) told_versions_[range] = kNotTold;
+  }
+  for (const uint32_t range : want) {
+    if (range < told_versions_.size()) wanted_ranges_.push_back(range);
+  }
+  PumpSync();
 }
 
 void PeerLink::PumpSync() {
-  while (up_ && sync_shard_ >= 0 && queued_bytes_ < kSyncWatermarkBytes) {
+  while (up_ && queued_bytes_ < kSyncWatermarkBytes) {
+    protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
+                                       shared_.options.max_frame_bytes);
+    std::vector<std::string> frames;
+    const auto add = [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); };
     if (static_cast<size_t>(sync_shard_) == Limiter::shard_count()) {
       sync_shard_ = -1;
       ++full_syncs_sent_;
       GossipShared::Add(shared_.full_syncs_sent, 1);
       Enqueue(FrameOf(&protocol::EncodeSyncDone));
+      continue;
+    } else if (sync_shard_ >= 0) {
+      const size_t shard = static_cast<size_t>(sync_shard_++);
+      shared_.limiter->CollectReplica(
+          shard, add, std::span(told_versions_).subspan(shard * kRangesPerShard, kRangesPerShard));
+    } else if (!wanted_ranges_.empty()) {
+      const uint32_t range = wanted_ranges_.front();
+      wanted_ranges_.pop_front();
+      told_versions_[range] = shared_.limiter->CollectRange(range, add);
+      GossipShared::Add(shared_.ranges_sent, 1);
+    } else {
       return;
     }
-    const size_t shard = static_cast<size_t>(sync_shard_++);
-    if (shared_.limiter->ReplicaVersion(shard) == synced_versions_[shard]) {
-      continue;  // the peer has had all of it since this connection began
-    }
-    protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
-                                       shared_.options.max_frame_bytes);
-    std::vector<std::string> frames;
-    synced_versions_[shard] = shared_.limiter->CollectReplica(
-        shard, [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); });
     encoder.Finish(&frames);
     for (std::string& frame : frames) {
       Enqueue(std::make_shared<const std::string>(std::move(frame)));
@@ -296,10 +349,21 @@ void PeerLink::Tick(int64_t now_ms) {
   if (up_ && writing_ && now_ms - write_started_ms_ > shared_.options.write_timeout_ms) {
     Reset("a write stalled for " + std::to_string(now_ms - write_started_ms_) + " ms");
   }
-  if (up_ && sync_shard_ < 0 && now_ms - last_sync_ms_ >= shared_.options.full_sync_interval_ms) {
-    StartSync();
-  }
   PublishStatus();
+}
+
+void GossipShared::AnswerDigests(NodeId peer, std::vector<uint32_t> want,
+                                 std::vector<uint32_t> later) {
+  if (want.empty() && later.empty()) return;
+  if (PeerLink* const link = link_to(peer)) {
+    auto frame = std::make_shared<std::string>();
+    protocol::EncodeRanges(want, later, frame.get());
+    link->Send(frame);
+    return;
+  }
+  PendingRanges& pending = pending_ranges[peer];  // sent when the link comes up
+  pending.want.insert(want.begin(), want.end());
+  pending.later.insert(later.begin(), later.end());
 }
 
 void PeerLink::PublishStatus() {

@@ -75,7 +75,7 @@ struct GossipShared {
 
   std::atomic<uint64_t> rounds{0}, bytes_sent{0}, bytes_received{0}, delta_bytes_sent{0},
       delta_entries_sent{0}, full_syncs_sent{0}, full_syncs_received{0}, entries_merged{0},
-      entries_rejected{0}, sessions_refused{0};
+      entries_rejected{0}, sessions_refused{0}, digests_sent{0}, ranges_sent{0};
 
   // Gossip thread only.
   uint64_t incarnation = 0;  // this node's run (Gossip::Start, before the thread)
@@ -102,6 +102,15 @@ struct GossipShared {
   // Endpoints that answered with this node's own id: a seed's name that
   // resolves to this node as well as to others.
   std::set<tcp::endpoint> self_endpoints;
+  // Answers to a peer's digests (anti-entropy) that wait for this node's
+  // link to it to come up.
+  struct PendingRanges {
+    std::set<uint32_t> want, later;
+  };
+  std::map<NodeId, PendingRanges> pending_ranges;
+  // Sends an answer to a peer's digests on the link to it, or keeps it in
+  // pending_ranges until the link is up.
+  void AnswerDigests(NodeId peer, std::vector<uint32_t> want, std::vector<uint32_t> later);
 
   mutable std::mutex mu;                                  // guards the rest
   std::condition_variable recovery_changed;               // synced, or the membership, changed
@@ -152,11 +161,23 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void RedialNow();
   // Queues a round's delta frames (if the link is up).
   void SendDelta(const std::vector<Frame>& frames, uint64_t entries);
-  // Every round: deadlines, periodic full sync, status.
+  // Every round: deadlines, status.
   void Tick(int64_t now_ms);
   // The peer forgot state it had (kResync): every shard goes again, in a
-  // full sync that starts now unless one is under way.
+  // full sync that starts now (over, if one is under way).
   void ResyncAll();
+  // Anti-entropy (node/gossip/anti_entropy.h). The ranges whose digests the
+  // peer should get now: quiet, and changed since it last had them or their
+  // digest (versions: every range's). None while the link is down or its
+  // full sync is under way.
+  std::vector<uint32_t> DigestsDue(const std::vector<Limiter::RangeVersion>& versions) const;
+  // Sends those ranges' digests (digests: by range; at least those) at
+  // ref_ms, and tells the peer first if this node forgot state (kResync).
+  void SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
+                   const std::vector<uint64_t>& digests,
+                   const std::vector<Limiter::RangeVersion>& versions);
+  // The peer's answer: `want` goes whole; `later`'s digests go again next time.
+  void AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later);
   bool up() const { return up_; }
   // Whether the link went down from up (not by Stop) since the last call:
   // the peer may have crashed with admissions it kept back.
@@ -180,6 +201,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void Enqueue(Frame frame);
   void WriteNext();
   void StartSync();
+  // Queues the full sync's next shards, then wanted ranges, while the queue is short.
   void PumpSync();
   void Reset(const std::string& why);
   void PublishStatus();
@@ -210,12 +232,12 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   int64_t write_started_ms_ = 0;
   int64_t busy_since_ms_ = 0;  // when the queue last filled after being empty
   int sync_shard_ = -1;        // the next shard of a full sync in progress; -1: none
-  int64_t last_sync_ms_ = 0;
-  // By shard, the replica version (Limiter::ReplicaVersion) the peer has had
-  // in full since this connection began (or it asked for everything again:
-  // ResyncAll); kNotSynced: not yet. A full sync skips a shard whose version
-  // has not moved.
-  std::vector<uint64_t> synced_versions_;
+  // By range, the version (Limiter::RangeVersion) the peer had in full, or
+  // had the digest of, when this link last sent it: anti-entropy tells it
+  // of a range again once the version moved.
+  std::vector<uint64_t> told_versions_;
+  // Ranges the peer wants whole (AnswerReceived), sent as the queue drains.
+  std::deque<uint32_t> wanted_ranges_;
   // GossipShared::Forgotten() when this link last told the peer (kResync).
   uint64_t forgotten_told_ = 0;
   uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
@@ -251,6 +273,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges merge_batch_[0, pending) as from `source`; adds the entries
   // merged to *merged.
   void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
+  // A peer's digests (anti-entropy): compared one shard at a time, then
+  // answered on this node's link to the peer (GossipShared::AnswerDigests).
+  asio::awaitable<void> CompareDigests(protocol::PeerMessage& message);
   // Membership records, the crash losses and the probe that came with them.
   void MergeMembers(const protocol::PeerMessage& message);
   // Records, under shared_.mu, that the node was heard: sessions opened (+1)

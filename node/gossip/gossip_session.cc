@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node/common/clock.h"
+#include "node/gossip/anti_entropy.h"
 #include "node/gossip/gossip_peer.h"
 #include "node/net/acceptor.h"
 
@@ -209,6 +210,16 @@ asio::awaitable<Status> PeerSession::Serve() {
         if (PeerLink* const link = shared_.link_to(node_id_)) link->ResyncAll();
         Heard(0, 0, false);
         break;
+      case protocol::PeerMessageKind::kDigests:
+        co_await CompareDigests(message);
+        Heard(0, 0, false);
+        break;
+      case protocol::PeerMessageKind::kRanges:
+        if (PeerLink* const link = shared_.link_to(node_id_)) {
+          link->AnswerReceived(message.want, message.later);
+        }
+        Heard(0, 0, false);
+        break;
       case protocol::PeerMessageKind::kSyncDone:
         GossipShared::Add(shared_.full_syncs_received, 1);
         Heard(0, 0, /*synced=*/true);
@@ -271,6 +282,28 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
     shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
                      "): a key's state was not merged: " + status.ToString());
   }
+}
+
+asio::awaitable<void> PeerSession::CompareDigests(protocol::PeerMessage& message) {
+  std::vector<protocol::RangeDigest>& digests = message.digests;
+  std::erase_if(digests, [](const protocol::RangeDigest& digest) {
+    return digest.range >= Limiter::range_count();  // a peer that speaks garbage
+  });
+  std::sort(digests.begin(), digests.end(),
+            [](const auto& a, const auto& b) { return a.range < b.range; });
+  std::vector<uint32_t> ranges;
+  for (const protocol::RangeDigest& digest : digests) ranges.push_back(digest.range);
+  std::vector<uint32_t> want, later;
+  const int64_t quiet_ms = QuietMs(shared_.options.interval_ms);
+  const std::vector<ShardRun> runs = ShardRuns(ranges);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    // One shard's pass at a time: the rounds and other sessions run in between.
+    if (i > 0) co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+    CompareShardDigests(*shared_.limiter, runs[i].shard, quiet_ms, message.ref_ms,
+                        std::span(digests).subspan(runs[i].first, runs[i].end - runs[i].first),
+                        &want, &later);
+  }
+  shared_.AnswerDigests(node_id_, std::move(want), std::move(later));
 }
 
 void PeerSession::MergeMembers(const protocol::PeerMessage& message) {

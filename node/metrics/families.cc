@@ -157,6 +157,11 @@ void AddStatsFamilies(const protocol::StatsReply& s, Families* f) {
       {"tally_gossip_refused_sessions_total",
        "Gossip sessions closed for garbage, a bad hello or silence",
        count(s.gossip_sessions_refused)},
+      {"tally_gossip_digests_sent_total",
+       "Anti-entropy: key range digests sent, summed over the links", count(s.gossip_digests_sent)},
+      {"tally_gossip_ranges_sent_total",
+       "Anti-entropy: key ranges sent whole because a peer's digest differed",
+       count(s.gossip_ranges_sent)},
   };
   for (const Scalar& scalar : scalars) {
     f->Named(scalar.name, scalar.help);

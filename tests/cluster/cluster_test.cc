@@ -439,9 +439,11 @@ TEST_CASE("cluster: an idle node's gossip rests, and an admission wakes it") {
   CHECK(elapsed_ms[3] < 250);  // a rest of up to 1 s would take 500 ms in the median
 }
 
-// At rest a full sync sends only the shards whose state changed since the peer last had
-// them: over 20 syncs of 3000 held keys the link carries their ends, not the keys.
-TEST_CASE("cluster: at rest, full syncs resend only what changed") {
+// Anti-entropy at rest: once the ranges that 3000 admissions changed are
+// quiet, each node sends the digest of each such range once; the digests
+// match, so no range is sent whole, and for 6 s (30 intervals) after that
+// the link carries a few membership probes and nothing else.
+TEST_CASE("cluster: at rest, anti-entropy sends each changed range's digest once, then nothing") {
   auto cluster = StartCluster(2, true, {"--full-sync-interval-ms", "200"},
                               /*gossip_max_delay_ms=*/0);
   REQUIRE(cluster->WaitConnected(20'000).ok());
@@ -452,37 +454,39 @@ TEST_CASE("cluster: at rest, full syncs resend only what changed") {
   const std::string last = "rest-" + std::to_string(kKeys - 1);
   REQUIRE(PollUntil([&] { return Remaining(*cluster, 1, last, spec) == 999'999; }));
 
-  const auto sent = [&](uint64_t* bytes, uint64_t* syncs) {
-    StatsReply stats;
-    REQUIRE(cluster->Stats(0, &stats).ok());
-    REQUIRE(stats.peer_links.size() == 1);
-    *bytes = stats.peer_links[0].bytes_sent;
-    *syncs = stats.peer_links[0].full_syncs_sent;
+  struct Sent {
+    uint64_t bytes = 0, digests = 0, ranges = 0;
   };
-  uint64_t bytes_before = 0, syncs_before = 0, bytes_after = 0, syncs_after = 0;
-  // The first full sync after the admissions sends their shards; the window
-  // starts once a second one has completed.
-  sent(&bytes_before, &syncs_before);
-  const uint64_t landed_syncs = syncs_before;
-  REQUIRE(PollUntil([&] {
-    sent(&bytes_before, &syncs_before);
-    return syncs_before >= landed_syncs + 2;
-  }));
-  sent(&bytes_before, &syncs_before);
+  const auto sent = [&](size_t node) {
+    StatsReply stats;
+    REQUIRE(cluster->Stats(node, &stats).ok());
+    REQUIRE(stats.peer_links.size() == 1);
+    return Sent{stats.peer_links[0].bytes_sent, stats.gossip_digests_sent,
+                stats.gossip_ranges_sent};
+  };
+  // Both nodes' changed ranges turn quiet 200 ms after the last change; their
+  // digests go at the next interval.
+  REQUIRE(PollUntil([&] { return sent(0).digests > 0 && sent(1).digests > 0; }));
+  std::this_thread::sleep_for(milliseconds(500));  // the answers, if any
+  const Sent before[2] = {sent(0), sent(1)};
   std::this_thread::sleep_for(milliseconds(6'000));
-  sent(&bytes_after, &syncs_after);
-  const uint64_t syncs = syncs_after - syncs_before;
-  const uint64_t bytes = bytes_after - bytes_before;
-  MESSAGE(syncs << " full syncs at rest sent " << bytes << " bytes");
-  CHECK(syncs >= 8);
-  // A complete sync of these keys takes 15-25 bytes a key; one at rest sends little but its end.
-  CHECK(bytes < syncs * 1'000);
+  const Sent after[2] = {sent(0), sent(1)};
+  for (size_t node = 0; node < 2; ++node) {
+    MESSAGE("node " << node << ": " << before[node].digests << " digests, " << before[node].ranges
+                    << " ranges sent; at rest " << after[node].bytes - before[node].bytes
+                    << " bytes");
+    CHECK(before[node].digests <= 64 * 64);  // each range (of 4096) once at most
+    CHECK(after[node].digests == before[node].digests);
+    CHECK(after[node].ranges == 0);  // nothing differed
+    // A complete sync of these keys takes 15-25 bytes a key: 45 kB and more.
+    CHECK(after[node].bytes - before[node].bytes < 10'000);
+  }
 }
 
 // A key reset with --local on one node comes back from its peer at that
-// node's next full sync (it asks for everything: resync), though nothing
-// changed at the peer since it last sent that shard.
-TEST_CASE("cluster: reset --local comes back at the node's next full sync") {
+// node's next anti-entropy interval (it asks for everything: resync), though
+// nothing changed at the peer since it last sent that range.
+TEST_CASE("cluster: reset --local comes back at the node's next anti-entropy interval") {
   auto cluster = StartCluster(2, true, {"--full-sync-interval-ms", "1000"},
                               /*gossip_max_delay_ms=*/0);
   REQUIRE(cluster->WaitConnected(20'000).ok());
@@ -490,7 +494,7 @@ TEST_CASE("cluster: reset --local comes back at the node's next full sync") {
   auto client = ConnectTo(*cluster, 0);
   for (int i = 0; i < 10; ++i) MustCheck(*client, {"reset-local", spec, 1});
   REQUIRE(PollUntil([&] { return Remaining(*cluster, 1, "reset-local", spec) == 990; }));
-  std::this_thread::sleep_for(milliseconds(2'500));  // node 0's full syncs since have the shard
+  std::this_thread::sleep_for(milliseconds(2'500));  // node 0's digests since have the range
   auto node_1 = ConnectTo(*cluster, 1);
   bool erased = false;
   REQUIRE(node_1->Reset({"reset-local", spec, /*local=*/true}, &erased).ok());
@@ -500,7 +504,7 @@ TEST_CASE("cluster: reset --local comes back at the node's next full sync") {
   const auto back_ms =
       std::chrono::duration_cast<milliseconds>(steady_clock::now() - reset_at).count();
   MESSAGE("the reset key came back after " << back_ms << " ms");
-  CHECK(back_ms < 2'500);  // a full-sync interval and a delivery
+  CHECK(back_ms < 2'500);  // an anti-entropy interval and a delivery
 }
 
 // A 2|1 partition under 4x demand spread evenly: fail-open, each side

@@ -818,11 +818,15 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
   }
   REQUIRE(source.Merge(LogOf("key0", 1'000, {{3, {{clock.WallMs() - 1, 2}}}})).ok());
   size_t handed = 0;
+  uint64_t versions[kRangesPerShard];
   for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
-    source.CollectReplica(shard, [&](const KeySnapshot& snapshot) {
-      ++handed;
-      REQUIRE(target.Merge(snapshot).ok());
-    });
+    source.CollectReplica(
+        shard,
+        [&](const KeySnapshot& snapshot) {
+          ++handed;
+          REQUIRE(target.Merge(snapshot).ok());
+        },
+        versions);
   }
   CHECK(handed == 7 * 4);
   for (int i = 0; i < 7; ++i) {
@@ -837,27 +841,31 @@ TEST_CASE("collect replica carries every node's state to another limiter") {
   }
 }
 
-// A shard's replica version moves when its replicated state gains something (a check that
+// A range's version moves when its replicated state gains something (a check that
 // costs, a merge that raises a count) and not when a merge brings nothing new or a check
 // costs nothing, for every algorithm: anti-entropy skips what did not move.
-TEST_CASE("replica version moves with what a peer may lack, not with repeats") {
+TEST_CASE("range versions move with what a peer may lack, not with repeats") {
   TwoReplicas replicas;
   Limiter& source = replicas.source;
   Limiter& target = replicas.target;
   const auto& specs = replicas.specs;
   const auto versions = [](Limiter& limiter) {
     std::vector<uint64_t> all;
+    Limiter::RangeVersion shard_versions[kRangesPerShard];
     for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
-      all.push_back(limiter.ReplicaVersion(shard));
+      limiter.RangeVersions(shard, 0, shard_versions);
+      for (const Limiter::RangeVersion& range : shard_versions) all.push_back(range.version);
     }
     return all;
   };
   const auto sync = [&] {
+    std::vector<uint64_t> collected(Limiter::range_count());
     for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
-      const uint64_t collected = source.CollectReplica(
-          shard, [&](const KeySnapshot& snapshot) { REQUIRE(target.Merge(snapshot).ok()); });
-      CHECK(collected == source.ReplicaVersion(shard));
+      source.CollectReplica(
+          shard, [&](const KeySnapshot& snapshot) { REQUIRE(target.Merge(snapshot).ok()); },
+          std::span(collected).subspan(shard * kRangesPerShard, kRangesPerShard));
     }
+    CHECK(collected == versions(source));
   };
   for (const LimitSpec& spec : specs) {
     Decision decision;

@@ -125,17 +125,18 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
 }
 
 // A delta lost on the wire (here: taken from A's engine before a round
-// could send it) reaches B with A's next full sync, full_sync_interval_ms
-// later: the shard's replica version moved with the admission, so that
-// sync does not skip it.
-TEST_CASE("gossip: a lost delta is repaired by the next full sync") {
+// could send it) reaches B by anti-entropy: at the first interval after the
+// key's range is quiet (the admission could have waited 2 s, and its relayer
+// as long again, plus four rounds), A's digest of the range differs from B's
+// and A sends the range. Nothing else is sent whole.
+TEST_CASE("gossip: a lost delta is repaired at the first anti-entropy interval once quiet") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
   Gossip::Options options = OptionsOn(&clock);
   options.relay = false;
   options.full_sync_interval_ms = 1'000;
   options.membership_interval_ms = 100;  // rounds at rest come this often: Advance is quick
   Limiter::Options a_options = TestNode::LimiterOptions(1, &clock);
-  a_options.gossip_max_delay_ms = 60'000;  // a far key's admission waits: the clock stands still
+  a_options.gossip_max_delay_ms = 2'000;  // a far key's admission may wait 2 s
   Limiter a_limiter(a_options);
   TestNode b(2, &clock);
   Gossip a_gossip(options, &a_limiter);
@@ -151,19 +152,21 @@ TEST_CASE("gossip: a lost delta is repaired by the next full sync") {
 
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
   Decision decision;
-  REQUIRE(a_limiter.Check("lost", spec, 1, &decision).ok());
+  REQUIRE(a_limiter.Check("lost", spec, 1, &decision).ok());  // at a whole second
   REQUIRE(decision.allowed);
   size_t taken = 0;
   a_limiter.CollectGossip([&](const KeySnapshot&) { ++taken; }, /*flush_deferred=*/true);
   REQUIRE(taken == 1);  // the delta, lost
-  RoundsPass(a_gossip);
   KeySnapshot snapshot;
-  CHECK(b.limiter.Read("lost", spec, &snapshot).code() == Status::Code::kNotFound);
-  Advance(&clock, a_gossip, 900);
+  Advance(&clock, a_gossip, 4'900);  // quiet from +4.2 s; the next interval is at +5 s
   CHECK(b.limiter.Read("lost", spec, &snapshot).code() == Status::Code::kNotFound);
   Advance(&clock, a_gossip, 100);
   REQUIRE(testing::PollUntil([&] { return b.limiter.Read("lost", spec, &snapshot).ok(); }));
   CHECK(snapshot.counts.current.Get(1) == 1);
+  protocol::StatsReply stats;
+  a_gossip.AddStats(&stats);
+  CHECK(stats.gossip_ranges_sent == 1);
+  CHECK(stats.gossip_digests_sent == 1);
   b.gossip->Stop();
   a_gossip.Stop();
 }

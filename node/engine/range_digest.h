@@ -1,0 +1,27 @@
+// Digests of replicated state, for anti-entropy by key ranges: peers compare
+// a range's digest and send the range only when the digests differ
+// (node/gossip/gossip.h, "Anti-entropy").
+//
+// A key's digest hashes what its snapshot replicates (every node's counts,
+// stamps or slices; never denials, nor a bucket's heard debt, which is this
+// node's view) as it counts at a reference time: windows that have ended by
+// then are dropped, a log's stamps that have left its window too, and a
+// bucket is folded to that time's base. So two nodes that hold the same state
+// of a key compute the same digest at the same reference time, however their
+// entries have moved with time since. A range's digest is the sum of its
+// keys' digests, in any order; a key with nothing that counts adds 0.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "node/common/key_snapshot.h"
+
+namespace tally {
+
+// The digest of the snapshot's replicated state at ref_ms (wall ms); 0 when
+// none of it counts then.
+uint64_t KeyDigest(const KeySnapshot& snapshot, int64_t ref_ms);
+
+}  // namespace tally

@@ -1,0 +1,60 @@
+// Anti-entropy by digests of key ranges (node/gossip/gossip.h,
+// "Anti-entropy"): what a node tells a peer at each interval, and how it
+// answers a peer's digests. No I/O: the links send what these return.
+//
+// Every full_sync_interval_ms of wall time, at the same instants on every
+// node, a link sends its peer the digests (node/engine/range_digest.h) of the
+// ranges that changed since the peer last had them or their digest, once
+// they are quiet: every change to them has had time to reach the peer
+// (Limiter::RangeVersion). The peer compares each with its own digest of the
+// range at the same reference time, if the range is quiet there too, and
+// answers with the ranges that differ (the link sends them whole) and those
+// it could not compare yet (their digests go again at the next interval).
+// Digests are computed one shard at a time (a shard's lock is held for one
+// pass over its keys), so that callers can let other work run in between.
+//
+// Thread safety: functions of the Limiter's state, which is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "node/engine/limiter.h"
+#include "protocol/peer_codec.h"
+
+namespace tally {
+
+// How long after the last change to a range anti-entropy waits before it
+// compares the range: a few gossip rounds, for what is on its way.
+inline int64_t QuietMs(int64_t interval_ms) { return 4 * interval_ms; }
+
+// The reference time of the anti-entropy interval that holds wall_ms.
+inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {
+  return wall_ms - wall_ms % interval_ms;
+}
+
+// Every range's version and whether it is quiet (index: the range).
+std::vector<Limiter::RangeVersion> AllRangeVersions(Limiter& limiter, int64_t quiet_ms);
+
+// A run [first, end) of sorted ranges that lie in one shard.
+struct ShardRun {
+  size_t shard = 0;
+  size_t first = 0;
+  size_t end = 0;
+};
+std::vector<ShardRun> ShardRuns(std::span<const uint32_t> ranges);
+
+// The digests at ref_ms of `ranges` (sorted, all in `shard`) into
+// digests[range] (digests: one per range of the Limiter).
+void ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms, std::span<const uint32_t> ranges,
+                  std::vector<uint64_t>* digests);
+
+// Compares a peer's digests of ranges in one shard with this node's: *want
+// gets the ranges quiet here whose digests differ, *later those not quiet
+// here.
+void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
+                         std::span<const protocol::RangeDigest> digests,
+                         std::vector<uint32_t>* want, std::vector<uint32_t>* later);
+
+}  // namespace tally
