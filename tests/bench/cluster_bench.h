@@ -138,6 +138,8 @@ struct CpuRun {
   double cpu_s = 0;  // every node's, summed
   uint64_t entries_sent = 0;
   uint64_t full_syncs_sent = 0;  // over every link
+  uint64_t digests_sent = 0;     // anti-entropy's range digests, over every link
+  uint64_t ranges_sent = 0;      // ranges sent whole because a digest differed
   Settled settled;
   double per_decision_us() const { return cpu_s * 1e6 / static_cast<double>(decisions); }
 };
@@ -146,9 +148,14 @@ struct CpuRun {
 // `load_args` saying how many checks and how fast (--requests, --rate,
 // --duration-ms); the nodes' CPU time and gossip counters read before the
 // load and after Settle(settle_ms). Dies when the run takes timeout_ms.
+// With anti_entropy (and settle_ms < 0), the read waits after Settle until
+// the nodes have sent the digests of what the load changed and answered them
+// (WaitForAntiEntropy), so that anti-entropy is charged; settled.ms includes
+// that wait.
 CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
                   const std::string& label, const Workload& workload,
-                  const std::vector<std::string>& load_args, double settle_ms, int timeout_ms);
+                  const std::vector<std::string>& load_args, double settle_ms, int timeout_ms,
+                  bool anti_entropy = false);
 
 // The parts in files of their own.
 void Overhead(const Settings& settings);                                     // overhead_bench.cc

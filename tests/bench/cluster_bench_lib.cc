@@ -195,13 +195,34 @@ Settled Settle(cluster::LocalCluster& cluster, const Workload& workload, double 
   return settled;
 }
 
+// After a load: polls every 500 ms until the nodes' digests sent moved past
+// digests_before and then stood still for 3 s (the answers and the ranges
+// asked for have gone), at most kMostAntiEntropyMs; returns how long it waited.
+double WaitForAntiEntropy(cluster::LocalCluster& cluster, uint64_t digests_before) {
+  constexpr int kMostAntiEntropyMs = 75'000;  // quiet after 2 x 10 s deferral, then an interval
+  const Clock::time_point start = Clock::now();
+  Clock::time_point changed = start;
+  uint64_t digests = digests_before;
+  while (MsSince(start) < kMostAntiEntropyMs) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const uint64_t now_digests = SumOfStats(cluster, &protocol::StatsReply::gossip_digests_sent);
+    if (now_digests != digests) changed = Clock::now();
+    digests = now_digests;
+    if (digests > digests_before && MsSince(changed) >= 3'000) break;
+  }
+  return MsSince(start);
+}
+
 CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
                   const std::string& label, const Workload& workload,
-                  const std::vector<std::string>& load_args, double settle_ms, int timeout_ms) {
+                  const std::vector<std::string>& load_args, double settle_ms, int timeout_ms,
+                  bool anti_entropy) {
   const double cpu_before = CpuSeconds(cluster);
   const uint64_t entries_before =
       SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent);
   const uint64_t syncs_before = SumOfStats(cluster, &protocol::StatsReply::gossip_full_syncs_sent);
+  const uint64_t digests_before = SumOfStats(cluster, &protocol::StatsReply::gossip_digests_sent);
+  const uint64_t ranges_before = SumOfStats(cluster, &protocol::StatsReply::gossip_ranges_sent);
   std::vector<std::string> args = {"--algorithm",
                                    "sliding_counter",
                                    "--keys",
@@ -217,11 +238,15 @@ CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
   const nlohmann::json load = RunLoadgen(settings, cluster, label, args, timeout_ms);
   CpuRun run;
   run.settled = Settle(cluster, workload, settle_ms);
+  if (anti_entropy && settle_ms < 0) run.settled.ms += WaitForAntiEntropy(cluster, digests_before);
   run.cpu_s = CpuSeconds(cluster) - cpu_before;
   run.entries_sent =
       SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent) - entries_before;
   run.full_syncs_sent =
       SumOfStats(cluster, &protocol::StatsReply::gossip_full_syncs_sent) - syncs_before;
+  run.digests_sent =
+      SumOfStats(cluster, &protocol::StatsReply::gossip_digests_sent) - digests_before;
+  run.ranges_sent = SumOfStats(cluster, &protocol::StatsReply::gossip_ranges_sent) - ranges_before;
   run.decisions = load["decisions"];
   run.keys_denied = load["keys_denied"];
   return run;

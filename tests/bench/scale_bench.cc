@@ -12,21 +12,21 @@
 // keys through every node (far from their limits; through node 0 only with
 // --scale-fill-one: every node holds every key, one admits on it, so 32
 // nodes fit in memory), and the quiet window
-// starts once their deferrals, their deltas and the full syncs after them
+// starts once their deferrals, their deltas and anti-entropy after them
 // are over (SettleAfterFill): the nodes hold the keys at rest.
 //
 // Then, with --scale-load-s > 0, the replication overhead of a sustained
 // load at every size (ScaleLoad): on a new cluster of the same shape, with
-// the nodes' default gossip (full syncs every 30 s), tally-loadgen sends a
+// the nodes' default gossip (anti-entropy every 30 s), tally-loadgen sends a
 // fixed --scale-load-rate checks per second, spread evenly over the nodes,
 // for --scale-load-s seconds (60 or more for the documented figure) over
 // --scale-load-keys uniform keys far from their limits (overhead_bench.cc's
 // "far": sliding_counter, 10^9 per 60 s). The nodes' CPU time (every tallyd,
 // user + system) is read before the load and once the cluster's gossip is
 // quiet after it (Settle: the deferred admissions the load left are sent
-// and merged), so the window holds the whole load and what it made the
-// nodes do, the full syncs that fell in it included (about two per link
-// in 60 s). The same load then runs on as many local-only nodes, read after
+// and merged) and the digests of the ranges it changed have been sent and
+// answered (WaitForAntiEntropy), so the window holds the whole load and
+// what it made the nodes do. The same load then runs on as many local-only nodes, read after
 // the same wait; the overhead is the cluster's CPU time per decision over
 // theirs. The goals: at most 1.5x at 8 nodes and 2x at 32.
 #include <algorithm>
@@ -161,7 +161,8 @@ void ScaleLoadOne(const Settings& settings, size_t nodes) {
   CpuRun gossiping;
   {
     const std::unique_ptr<LocalCluster> cluster = Start(settings, nodes, true, {}, {kSeed});
-    gossiping = MeasureCpu(spread, *cluster, "scale-load-" + size, far, load_args, -1, timeout_ms);
+    gossiping = MeasureCpu(spread, *cluster, "scale-load-" + size, far, load_args, -1, timeout_ms,
+                           /*anti_entropy=*/true);
   }
   CpuRun local;
   {
@@ -171,15 +172,16 @@ void ScaleLoadOne(const Settings& settings, size_t nodes) {
   }
   const double overhead = gossiping.per_decision_us() / local.per_decision_us();
   const size_t links = nodes * (nodes - 1);
-  const double syncs_per_link =
-      links > 0 ? static_cast<double>(gossiping.full_syncs_sent) / static_cast<double>(links) : 0;
+  const double digests_per_link =
+      links > 0 ? static_cast<double>(gossiping.digests_sent) / static_cast<double>(links) : 0;
   const double decisions_per_s =
       static_cast<double>(gossiping.decisions) / static_cast<double>(settings.scale_load_s);
   const double entries_per_decision =
       static_cast<double>(gossiping.entries_sent) / static_cast<double>(gossiping.decisions);
-  std::printf("%6zu %11.0f %8.1f %8.1f %12.2f %12.2f %9.2f %14.2f %10.0f%s %11llu\n", nodes,
-              decisions_per_s, gossiping.cpu_s, local.cpu_s, gossiping.per_decision_us(),
-              local.per_decision_us(), overhead, syncs_per_link, gossiping.settled.ms,
+  std::printf("%6zu %11.0f %8.1f %8.1f %12.2f %12.2f %9.2f %9.2f %16.0f %7llu %10.0f%s %11llu\n",
+              nodes, decisions_per_s, gossiping.cpu_s, local.cpu_s, gossiping.per_decision_us(),
+              local.per_decision_us(), overhead, entries_per_decision, digests_per_link,
+              static_cast<unsigned long long>(gossiping.ranges_sent), gossiping.settled.ms,
               gossiping.settled.converged ? " " : "!",
               static_cast<unsigned long long>(gossiping.keys_denied));
   std::fflush(stdout);
@@ -195,7 +197,9 @@ void ScaleLoadOne(const Settings& settings, size_t nodes) {
        ", \"local_us_per_decision\": " + std::to_string(local.per_decision_us()) +
        ", \"overhead\": " + std::to_string(overhead) +
        ", \"full_syncs\": " + std::to_string(gossiping.full_syncs_sent) +
-       ", \"full_syncs_per_link\": " + std::to_string(syncs_per_link) +
+       ", \"digests\": " + std::to_string(gossiping.digests_sent) +
+       ", \"digests_per_link\": " + std::to_string(digests_per_link) +
+       ", \"ranges_sent\": " + std::to_string(gossiping.ranges_sent) +
        ", \"gossip_entries_per_decision\": " + std::to_string(entries_per_decision) +
        ", \"settle_ms\": " + std::to_string(gossiping.settled.ms) +
        ", \"converged\": " + (gossiping.settled.converged ? "true" : "false") +
@@ -207,16 +211,17 @@ void ScaleLoad(const Settings& settings) {
   std::printf(
       "\n== scale, sustained load: tally-loadgen at %llu checks/s in all, spread evenly over "
       "the nodes, for %d s over %llu uniform keys far from their limits (sliding_counter, 10^9 "
-      "per 60 s), on a cluster (default gossip: full syncs every 30 s) and on as many local-only "
-      "nodes; CPU seconds of every tallyd (/proc, user + system) from before the load until the "
-      "cluster's gossip is quiet (at most %d ms after it, else settle_ms is marked !), the "
-      "local-only nodes after the same wait; overhead = cluster us/decision / local-only "
-      "(goals: at most 1.5 at 8 nodes, 2 at 32)\n%6s %11s %8s %8s %12s %12s %9s %14s %11s "
-      "%11s\n",
+      "per 60 s), on a cluster (default gossip: anti-entropy every 30 s) and on as many "
+      "local-only nodes; CPU seconds of every tallyd (/proc, user + system) from before the load "
+      "until the cluster's gossip is quiet (at most %d ms after it, else settle_ms is marked !) "
+      "and its digests of what the load changed have been sent and answered, the local-only "
+      "nodes after the same wait; overhead = cluster us/decision / local-only (goals: at most "
+      "1.5 at 8 nodes, 2 at 32); entries/d: delta entries sent per decision; ranges: sent whole "
+      "because a digest differed\n%6s %11s %8s %8s %12s %12s %9s %9s %16s %7s %11s %11s\n",
       static_cast<unsigned long long>(settings.scale_load_rate), settings.scale_load_s,
       static_cast<unsigned long long>(settings.scale_load_keys), kMostSettleMs, "nodes",
-      "decisions/s", "cpu_s", "local_s", "cluster_us/d", "local_us/d", "overhead", "syncs_per_link",
-      "settle_ms", "denied_keys");
+      "decisions/s", "cpu_s", "local_s", "cluster_us/d", "local_us/d", "overhead", "entries/d",
+      "digests_per_link", "ranges", "settle_ms", "denied_keys");
   for (const size_t nodes : settings.scale_nodes) ScaleLoadOne(settings, nodes);
 }
 
