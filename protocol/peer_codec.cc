@@ -128,6 +128,9 @@ Status DecodePeerMessage(std::span<const std::byte> frame, const FrameLimits& li
   message->classes.clear();
   message->members.clear();
   message->losses.clear();
+  message->digests.clear();
+  message->want.clear();
+  message->later.clear();
   return ReadFrame<wire::PeerMessage>(frame, limits, [&](wire::PeerMessage::Reader in) {
     switch (in.which()) {
       case wire::PeerMessage::HELLO: {

@@ -228,6 +228,25 @@ TEST_CASE("peer codec: control messages") {
   CHECK(message.kind == PeerMessageKind::kRanges);
   CHECK(message.want == std::vector<uint32_t>{3, 4'095});
   CHECK(message.later == std::vector<uint32_t>{7});
+  // Decoded again into the same message (a session reuses one), lists start afresh.
+  for (const bool ranges : {false, true}) {
+    frame.clear();
+    if (ranges) {
+      protocol::EncodeRanges(want, later, &frame);
+    } else {
+      protocol::EncodeDigests(1'800'000'000'000, digests, &frame);
+    }
+    std::vector<uint64_t> words((frame.size() + 7) / 8);
+    std::memcpy(words.data(), frame.data(), frame.size());
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(protocol::DecodePeerMessage(
+                  {reinterpret_cast<const std::byte*>(words.data()), frame.size()}, {}, &message)
+                  .ok());
+    }
+    CHECK(message.digests.size() == (ranges ? 0 : 2));
+    CHECK(message.want.size() == (ranges ? 2 : 0));
+    CHECK(message.later.size() == (ranges ? 1 : 0));
+  }
   for (const auto& [node, bad_nonce] :
        {std::pair<NodeId, std::string>{0, nonce}, {kSender, "short"}}) {
     frame.clear();
