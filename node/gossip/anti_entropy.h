@@ -7,9 +7,11 @@
 // ranges that changed since the peer last had them or their digest, once
 // they are quiet: every change to them has had time to reach the peer
 // (Limiter::RangeVersion). The peer compares each with its own digest of the
-// range at the same reference time, if the range is quiet there too, and
-// answers with the ranges that differ (the link sends them whole) and those
-// it could not compare yet (their digests go again at the next interval).
+// range at the same reference time, if the range is quiet there too. It
+// answers at once with those it could not compare yet (their digests go
+// again at the next interval); those that differ it compares again
+// RecheckMs later, and answers with those that still differ (the link sends
+// them whole).
 // Digests are computed one shard at a time (a shard's lock is held for one
 // pass over its keys), so that callers can let other work run in between.
 //
@@ -28,6 +30,19 @@ namespace tally {
 // How long after the last change to a range anti-entropy waits before it
 // compares the range: a few gossip rounds, for what is on its way.
 inline int64_t QuietMs(int64_t interval_ms) { return 4 * interval_ms; }
+
+// How long after a peer's digest of a range differed from this node's the
+// two are compared again before the range is asked for: what was on its way
+// to this node (a relayer's queue, a busy peer) has arrived by then, and a
+// range that differed only for that is not sent.
+inline int64_t RecheckMs(int64_t interval_ms) { return 40 * interval_ms; }
+
+// The most ranges a node asks its peers for in one anti-entropy interval;
+// beyond it, it answers that it will compare them again later. A lost delta
+// costs one range; ranges that differ only because a node is too busy to
+// take in what is on its way must not make it busier (each range it takes
+// in changes its own digests, which its peers then compare).
+inline constexpr size_t kMostRangesAskedPerInterval = 16;
 
 // The reference time of the anti-entropy interval that holds wall_ms.
 inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {

@@ -20,6 +20,7 @@
 #include "node/common/host_port.h"
 #include "node/gossip/anti_entropy.h"
 #include "node/gossip/gossip_peer.h"
+#include "node/gossip/round_deltas.h"
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
 
@@ -156,35 +157,20 @@ struct Gossip::Impl {
   // is not up, a probe or suspicion is under way, or the node leaves; else
   // until the next ping or the earliest of what waits is due.
   int64_t Round(bool flush_deferred) {
-    protocol::PeerStateEncoder encoder(shared.limiter->node_id(), /*full=*/false,
-                                       shared.options.max_frame_bytes);
-    std::vector<std::string> encoded;
     std::map<NodeId, PeerLink*> relayer_links;
-    std::vector<NodeId> relayers = Relayers(&relayer_links);
-    std::map<NodeId, RelayDelta> relayed;  // by relayer
-    const GossipRelay relay{relayers, [&](NodeId relayer, const KeySnapshot& snapshot) {
-                              RelayDelta& delta =
-                                  relayed
-                                      .try_emplace(relayer, shared.limiter->node_id(),
-                                                   shared.options.max_frame_bytes)
-                                      .first->second;
-                              delta.encoder.Add(snapshot, &delta.encoded);
-                            }};
-    const int64_t next_due_in_ms = shared.limiter->CollectGossip(
-        [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &encoded); }, flush_deferred,
-        &relay);
-    encoder.Finish(&encoded);
-    const std::vector<Frame> frames = Frames(encoded);
-    for (auto& [relayer, delta] : relayed) {
-      delta.encoder.Finish(&delta.encoded);
-      relayer_links.at(relayer)->SendDelta(Frames(delta.encoded), delta.encoder.entries());
+    const std::vector<NodeId> relayers = Relayers(&relayer_links);
+    RoundDeltas deltas = CollectRoundDeltas(*shared.limiter, relayers,
+                                            shared.options.max_frame_bytes, flush_deferred);
+    const std::vector<Frame> frames = Frames(deltas.to_every_peer.frames);
+    for (auto& [relayer, delta] : deltas.to_relayer) {
+      relayer_links.at(relayer)->SendDelta(Frames(delta.frames), delta.entries);
     }
     const int64_t now_ms = shared.NowMs();
     if (leave_done == nullptr) probes->Tick(now_ms);
     FollowMembership(now_ms);
     bool any_up = false, all_up = true, all_idle = true;
     for (const auto& [address, link] : links) {
-      link->SendDelta(frames, encoder.entries());
+      link->SendDelta(frames, deltas.to_every_peer.entries);
       link->Tick(now_ms);
       any_up = any_up || link->up();
       all_up = all_up && link->up();
@@ -204,6 +190,12 @@ struct Gossip::Impl {
       spdlog::info("a peer is reachable again");
     }
     alone = !any_up && !links.empty();
+    if (!shared.rechecks.empty() && shared.rechecks.front().due_ms <= now_ms && !rechecking) {
+      rechecking = true;
+      asio::co_spawn(io, Recheck(now_ms), [](std::exception_ptr e) {
+        if (e) spdlog::error("gossip anti-entropy failed: an exception escaped");
+      });
+    }
     const int64_t wall_ms = shared.WallMs();
     if (wall_ms >= next_digests_at_ms && !digests_running && leave_done == nullptr) {
       const int64_t ref_ms = DigestRefMs(wall_ms, shared.options.full_sync_interval_ms);
@@ -213,12 +205,36 @@ struct Gossip::Impl {
         if (e) spdlog::error("gossip anti-entropy failed: an exception escaped");
       });
     }
-    if (encoder.entries() > 0 || !relayed.empty() || !all_up || leave_done != nullptr ||
-        probes->busy()) {
+    if (deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up ||
+        leave_done != nullptr || probes->busy()) {
       return 0;
     }
-    return std::max<int64_t>(0, std::min({probes->next_ping_in_ms(now_ms), next_due_in_ms,
-                                          next_digests_at_ms - wall_ms}));
+    const int64_t recheck_in_ms =
+        shared.rechecks.empty() ? INT64_MAX : shared.rechecks.front().due_ms - now_ms;
+    return std::max<int64_t>(0, std::min({probes->next_ping_in_ms(now_ms), deltas.next_due_in_ms,
+                                          next_digests_at_ms - wall_ms, recheck_in_ms}));
+  }
+
+  // Compares again the peers' digests that differed and are due by now_ms,
+  // and asks for the ranges that still differ.
+  asio::awaitable<void> Recheck(int64_t now_ms) {
+    while (!stopping && !shared.rechecks.empty() && shared.rechecks.front().due_ms <= now_ms) {
+      GossipShared::Recheck recheck = std::move(shared.rechecks.front());
+      shared.rechecks.pop_front();
+      std::vector<uint32_t> want, later;
+      co_await CompareInTurns(shared, recheck.ref_ms, recheck.digests, &want, &later);
+      if (recheck.ref_ms != asked_ref_ms) {
+        asked_ref_ms = recheck.ref_ms;
+        ranges_asked = 0;
+      }
+      while (!want.empty() && ranges_asked + want.size() > kMostRangesAskedPerInterval) {
+        later.push_back(want.back());  // its digest comes again at the next interval
+        want.pop_back();
+      }
+      ranges_asked += want.size();
+      shared.AnswerDigests(recheck.peer, std::move(want), std::move(later));
+    }
+    rechecking = false;
   }
 
   // Anti-entropy's interval (node/gossip/anti_entropy.h): each link that is
@@ -251,14 +267,6 @@ struct Gossip::Impl {
     }
     digests_running = false;
   }
-
-  // A round's delta for one relayer.
-  struct RelayDelta {
-    RelayDelta(NodeId self, size_t max_frame_bytes)
-        : encoder(self, /*full=*/false, max_frame_bytes, /*relay=*/true) {}
-    protocol::PeerStateEncoder encoder;
-    std::vector<std::string> encoded;
-  };
 
   // The members that may relay a key (node/engine/headroom.h), in no
   // particular order: with Options::relay, this node and every peer that
@@ -459,6 +467,10 @@ struct Gossip::Impl {
   // last one's digests are still being computed.
   int64_t next_digests_at_ms = 0;
   bool digests_running = false;
+  bool rechecking = false;  // Recheck runs
+  // The ranges asked for in the interval of asked_ref_ms (kMostRangesAskedPerInterval).
+  int64_t asked_ref_ms = 0;
+  size_t ranges_asked = 0;
   std::optional<MemberProbes> probes;        // from Start
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;

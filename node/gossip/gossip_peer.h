@@ -111,6 +111,16 @@ struct GossipShared {
   // Sends an answer to a peer's digests on the link to it, or keeps it in
   // pending_ranges until the link is up.
   void AnswerDigests(NodeId peer, std::vector<uint32_t> want, std::vector<uint32_t> later);
+  // A peer's digests that differed from this node's (anti-entropy), to be
+  // compared again at due_ms (NowMs) before their ranges are asked for: what
+  // was on its way when they were compared has arrived by then (RecheckMs).
+  struct Recheck {
+    NodeId peer = 0;
+    int64_t ref_ms = 0;
+    int64_t due_ms = 0;
+    std::vector<protocol::RangeDigest> digests;  // sorted by range
+  };
+  std::deque<Recheck> rechecks;  // by due_ms
 
   mutable std::mutex mu;                                  // guards the rest
   std::condition_variable recovery_changed;               // synced, or the membership, changed
@@ -138,6 +148,13 @@ struct GossipShared {
 asio::awaitable<Status> ReadFrames(NetStream& stream, ReceiveBuffer* buffer, size_t count,
                                    size_t sizes[2], const protocol::FrameLimits& limits,
                                    GossipShared& shared);
+
+// Compares a peer's digests (sorted by range, every range valid) with this
+// node's at ref_ms (CompareShardDigests), one shard at a time with other
+// work let in between.
+asio::awaitable<void> CompareInTurns(GossipShared& shared, int64_t ref_ms,
+                                     std::span<const protocol::RangeDigest> digests,
+                                     std::vector<uint32_t>* want, std::vector<uint32_t>* later);
 
 // Decodes the buffered frame at [offset, offset + bytes) (views into *buffer).
 Status DecodeAt(const ReceiveBuffer& buffer, size_t offset, size_t bytes,
@@ -273,8 +290,10 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges merge_batch_[0, pending) as from `source`; adds the entries
   // merged to *merged.
   void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
-  // A peer's digests (anti-entropy): compared one shard at a time, then
-  // answered on this node's link to the peer (GossipShared::AnswerDigests).
+  // A peer's digests (anti-entropy): compared one shard at a time; those not
+  // quiet here are answered at once on this node's link to the peer
+  // (GossipShared::AnswerDigests), those that differ are compared again
+  // later (GossipShared::rechecks).
   asio::awaitable<void> CompareDigests(protocol::PeerMessage& message);
   // Membership records, the crash losses and the probe that came with them.
   void MergeMembers(const protocol::PeerMessage& message);

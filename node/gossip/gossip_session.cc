@@ -284,6 +284,21 @@ void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* mer
   }
 }
 
+asio::awaitable<void> CompareInTurns(GossipShared& shared, int64_t ref_ms,
+                                     std::span<const protocol::RangeDigest> digests,
+                                     std::vector<uint32_t>* want, std::vector<uint32_t>* later) {
+  std::vector<uint32_t> ranges;
+  for (const protocol::RangeDigest& digest : digests) ranges.push_back(digest.range);
+  const int64_t quiet_ms = QuietMs(shared.options.interval_ms);
+  const std::vector<ShardRun> runs = ShardRuns(ranges);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    // One shard's pass at a time: the rounds and other sessions run in between.
+    if (i > 0) co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    CompareShardDigests(*shared.limiter, runs[i].shard, quiet_ms, ref_ms,
+                        digests.subspan(runs[i].first, runs[i].end - runs[i].first), want, later);
+  }
+}
+
 asio::awaitable<void> PeerSession::CompareDigests(protocol::PeerMessage& message) {
   std::vector<protocol::RangeDigest>& digests = message.digests;
   std::erase_if(digests, [](const protocol::RangeDigest& digest) {
@@ -291,19 +306,19 @@ asio::awaitable<void> PeerSession::CompareDigests(protocol::PeerMessage& message
   });
   std::sort(digests.begin(), digests.end(),
             [](const auto& a, const auto& b) { return a.range < b.range; });
-  std::vector<uint32_t> ranges;
-  for (const protocol::RangeDigest& digest : digests) ranges.push_back(digest.range);
   std::vector<uint32_t> want, later;
-  const int64_t quiet_ms = QuietMs(shared_.options.interval_ms);
-  const std::vector<ShardRun> runs = ShardRuns(ranges);
-  for (size_t i = 0; i < runs.size(); ++i) {
-    // One shard's pass at a time: the rounds and other sessions run in between.
-    if (i > 0) co_await asio::post(socket_.get_executor(), asio::use_awaitable);
-    CompareShardDigests(*shared_.limiter, runs[i].shard, quiet_ms, message.ref_ms,
-                        std::span(digests).subspan(runs[i].first, runs[i].end - runs[i].first),
-                        &want, &later);
+  co_await CompareInTurns(shared_, message.ref_ms, digests, &want, &later);
+  shared_.AnswerDigests(node_id_, {}, std::move(later));
+  if (want.empty()) co_return;
+  GossipShared::Recheck recheck{
+      node_id_, message.ref_ms, shared_.NowMs() + RecheckMs(shared_.options.interval_ms), {}};
+  for (const protocol::RangeDigest& digest : digests) {
+    if (std::binary_search(want.begin(), want.end(), digest.range)) {
+      recheck.digests.push_back(digest);
+    }
   }
-  shared_.AnswerDigests(node_id_, std::move(want), std::move(later));
+  shared_.rechecks.push_back(std::move(recheck));
+  shared_.end_rest();  // a resting round wakes for it
 }
 
 void PeerSession::MergeMembers(const protocol::PeerMessage& message) {

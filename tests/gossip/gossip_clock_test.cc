@@ -124,51 +124,101 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
   a.gossip->Stop();
 }
 
-// A delta lost on the wire (here: taken from A's engine before a round
-// could send it) reaches B by anti-entropy: at the first interval after the
-// key's range is quiet (the admission could have waited 2 s, and its relayer
-// as long again, plus four rounds), A's digest of the range differs from B's
-// and A sends the range. Nothing else is sent whole.
-TEST_CASE("gossip: a lost delta is repaired at the first anti-entropy interval once quiet") {
-  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
-  Gossip::Options options = OptionsOn(&clock);
-  options.relay = false;
-  options.full_sync_interval_ms = 1'000;
-  options.membership_interval_ms = 100;  // rounds at rest come this often: Advance is quick
-  Limiter::Options a_options = TestNode::LimiterOptions(1, &clock);
-  a_options.gossip_max_delay_ms = 2'000;  // a far key's admission may wait 2 s
-  Limiter a_limiter(a_options);
-  TestNode b(2, &clock);
-  Gossip a_gossip(options, &a_limiter);
-  REQUIRE(a_gossip.Listen().ok());
-  Gossip::Options b_options = options;
-  b_options.seeds = {"127.0.0.1:" + std::to_string(a_gossip.port())};
-  b.gossip.emplace(b_options, &b.limiter);
-  REQUIRE(b.gossip->Listen().ok());
-  a_gossip.Start();
-  b.gossip->Start();
-  REQUIRE(testing::PollUntil([&] { return LinkUp(a_gossip, 2) && LinkUp(*b.gossip, 1); }));
-  RoundsPass(a_gossip);  // the first full sync on the link, of nothing
+// Two nodes on one manual clock for anti-entropy: no relay, an interval of
+// 1 s, and A's far admissions may wait 2 s. Take(key) admits on A and takes
+// the delta from A's engine before a round could send it (lost on the wire).
+struct AntiEntropyPair {
+  AntiEntropyPair() {
+    options.relay = false;
+    options.full_sync_interval_ms = 1'000;
+    options.membership_interval_ms = 100;  // rounds at rest come this often: Advance is quick
+    a.gossip.emplace(options, &a.limiter);
+    REQUIRE(a.gossip->Listen().ok());
+    Gossip::Options b_options = options;
+    b_options.seeds = {"127.0.0.1:" + std::to_string(a.gossip->port())};
+    b.gossip.emplace(b_options, &b.limiter);
+    REQUIRE(b.gossip->Listen().ok());
+    a.gossip->Start();
+    b.gossip->Start();
+    REQUIRE(testing::PollUntil([&] { return LinkUp(*a.gossip, 2) && LinkUp(*b.gossip, 1); }));
+    RoundsPass(*a.gossip);  // the first full sync on the link, of nothing
+  }
+  ~AntiEntropyPair() {
+    b.gossip->Stop();
+    a.gossip->Stop();
+  }
+  static Limiter::Options AOptions(const Clock* clock) {
+    Limiter::Options a_options = TestNode::LimiterOptions(1, clock);
+    a_options.gossip_max_delay_ms = 2'000;
+    return a_options;
+  }
+  KeySnapshot Take(const std::string& key) {
+    Decision decision;
+    REQUIRE(a.limiter.Check(key, spec, 1, &decision).ok());
+    REQUIRE(decision.allowed);
+    std::vector<KeySnapshot> taken;
+    a.limiter.CollectGossip([&](const KeySnapshot& snapshot) { taken.push_back(snapshot); },
+                            /*flush_deferred=*/true);
+    REQUIRE(taken.size() == 1);
+    return taken[0];
+  }
+  bool BHas(const std::string& key) {
+    KeySnapshot snapshot;
+    return b.limiter.Read(key, spec, &snapshot).ok();
+  }
+  protocol::StatsReply AStats() {
+    protocol::StatsReply stats;
+    a.gossip->AddStats(&stats);
+    return stats;
+  }
+  void Advance(int64_t ms) { tally::Advance(&clock, *a.gossip, ms); }
 
+  ManualClock clock{/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000};
+  Gossip::Options options = OptionsOn(&clock);
+  struct Node {
+    Node(const Limiter::Options& limiter_options) : limiter(limiter_options) {}
+    Limiter limiter;
+    std::optional<Gossip> gossip;
+  };
+  Node a{AOptions(&clock)};
+  Node b{TestNode::LimiterOptions(2, &clock)};
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
-  Decision decision;
-  REQUIRE(a_limiter.Check("lost", spec, 1, &decision).ok());  // at a whole second
-  REQUIRE(decision.allowed);
-  size_t taken = 0;
-  a_limiter.CollectGossip([&](const KeySnapshot&) { ++taken; }, /*flush_deferred=*/true);
-  REQUIRE(taken == 1);  // the delta, lost
+};
+
+// A delta lost on the wire reaches B by anti-entropy: at the first interval
+// after the key's range is quiet (the admission could have waited 2 s, and
+// its relayer as long again, plus four rounds), A's digest of the range
+// differs from B's; B compares again 2 s later (what was on its way would
+// have come), then asks, and A sends the range. Nothing else is sent whole.
+TEST_CASE("gossip: a lost delta is repaired at the first anti-entropy interval once quiet") {
+  AntiEntropyPair pair;
+  pair.Take("lost");    // at a whole second
+  pair.Advance(4'900);  // quiet from +4.2 s; the next interval is at +5 s
+  CHECK_FALSE(pair.BHas("lost"));
+  pair.Advance(100);  // the interval: B finds the digest differs
+  pair.Advance(1'900);
+  CHECK_FALSE(pair.BHas("lost"));
+  pair.Advance(100);  // B's recheck: it asks for the range
+  REQUIRE(testing::PollUntil([&] { return pair.BHas("lost"); }));
   KeySnapshot snapshot;
-  Advance(&clock, a_gossip, 4'900);  // quiet from +4.2 s; the next interval is at +5 s
-  CHECK(b.limiter.Read("lost", spec, &snapshot).code() == Status::Code::kNotFound);
-  Advance(&clock, a_gossip, 100);
-  REQUIRE(testing::PollUntil([&] { return b.limiter.Read("lost", spec, &snapshot).ok(); }));
+  REQUIRE(pair.b.limiter.Read("lost", pair.spec, &snapshot).ok());
   CHECK(snapshot.counts.current.Get(1) == 1);
-  protocol::StatsReply stats;
-  a_gossip.AddStats(&stats);
-  CHECK(stats.gossip_ranges_sent == 1);
-  CHECK(stats.gossip_digests_sent == 1);
-  b.gossip->Stop();
-  a_gossip.Stop();
+  CHECK(pair.AStats().gossip_ranges_sent == 1);
+  CHECK(pair.AStats().gossip_digests_sent == 1);
+}
+
+// A digest that differs only for what is still on its way (here: the delta
+// reaches B after B compared, before its recheck) gets no range sent.
+TEST_CASE("gossip: a range that differed only for what was on its way is not sent") {
+  AntiEntropyPair pair;
+  const KeySnapshot late = pair.Take("late");
+  pair.Advance(5'000);  // the interval: B finds the digest differs
+  CHECK_FALSE(pair.BHas("late"));
+  REQUIRE(pair.b.limiter.Merge(late).ok());  // it arrives
+  pair.Advance(2'000);                       // B's recheck
+  RoundsPass(*pair.b.gossip);
+  CHECK(pair.AStats().gossip_digests_sent == 1);
+  CHECK(pair.AStats().gossip_ranges_sent == 0);
 }
 
 // A hello dripped a byte a second never completes a message, so its
