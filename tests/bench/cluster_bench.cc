@@ -72,7 +72,7 @@
 //     64): formation through one seed, CPU and memory per node at rest,
 //     false suspicions, failure detection and leave; and the replication
 //     overhead of a sustained load (--scale-load-rate checks/s for
-//     --scale-load-s over --scale-load-keys far keys, default full syncs)
+//     --scale-load-s over --scale-load-keys far keys, default anti-entropy)
 //     against as many local-only nodes. Only with --only scale.
 //
 // --only admission, membership, overhead, accuracy or scale runs only part 1, 5, 6, 7 or 8;

@@ -196,10 +196,12 @@ Settled Settle(cluster::LocalCluster& cluster, const Workload& workload, double 
 }
 
 // After a load: polls every 500 ms until the nodes' digests sent moved past
-// digests_before and then stood still for 3 s (the answers and the ranges
-// asked for have gone), at most kMostAntiEntropyMs; returns how long it waited.
+// digests_before and then stood still for an interval (30 s) and 5 s more:
+// the ranges quiet at a later interval than the first have had theirs sent,
+// and the rechecks and the ranges asked for have gone. At most
+// kMostAntiEntropyMs; returns how long it waited.
 double WaitForAntiEntropy(cluster::LocalCluster& cluster, uint64_t digests_before) {
-  constexpr int kMostAntiEntropyMs = 75'000;  // quiet after 2 x 10 s deferral, then an interval
+  constexpr int kMostAntiEntropyMs = 120'000;  // quiet after 2 x 10 s deferral, then intervals
   const Clock::time_point start = Clock::now();
   Clock::time_point changed = start;
   uint64_t digests = digests_before;
@@ -208,7 +210,7 @@ double WaitForAntiEntropy(cluster::LocalCluster& cluster, uint64_t digests_befor
     const uint64_t now_digests = SumOfStats(cluster, &protocol::StatsReply::gossip_digests_sent);
     if (now_digests != digests) changed = Clock::now();
     digests = now_digests;
-    if (digests > digests_before && MsSince(changed) >= 3'000) break;
+    if (digests > digests_before && MsSince(changed) >= 35'000) break;
   }
   return MsSince(start);
 }
