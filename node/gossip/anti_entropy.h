@@ -7,11 +7,11 @@
 // ranges that changed since the peer last had them or their digest, once
 // they are quiet: every change to them has had time to reach the peer
 // (Limiter::RangeVersion). The peer compares each with its own digest of the
-// range at the same reference time, if the range is quiet there too. It
-// answers at once with those it could not compare yet (their digests go
-// again at the next interval); those that differ it compares again
-// RecheckMs later, and answers with those that still differ (the link sends
-// them whole).
+// range at the same reference time, if the range is quiet there too. Those
+// that differ, or that are not quiet there yet, it compares again RecheckMs
+// later, and answers then: with those that still differ (the link sends
+// them whole) and those still not quiet (their digests go again at the next
+// interval).
 // Digests are computed one shard at a time (a shard's lock is held for one
 // pass over its keys), so that callers can let other work run in between.
 //
@@ -31,10 +31,11 @@ namespace tally {
 // compares the range: a few gossip rounds, for what is on its way.
 inline int64_t QuietMs(int64_t interval_ms) { return 4 * interval_ms; }
 
-// How long after a peer's digest of a range differed from this node's the
-// two are compared again before the range is asked for: what was on its way
-// to this node (a relayer's queue, a busy peer) has arrived by then, and a
-// range that differed only for that is not sent.
+// How long after a peer's digest of a range differed from this node's, or
+// found the range not quiet here, the two are compared again before the
+// node answers: what was on its way to it (a relayer's queue, a busy peer)
+// has arrived by then, so a range that differed only for that is not sent,
+// and one that was not quiet yet costs no second round of digests.
 inline int64_t RecheckMs(int64_t interval_ms) { return 40 * interval_ms; }
 
 // The most ranges a node asks its peers for in one anti-entropy interval;

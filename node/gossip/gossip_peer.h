@@ -111,9 +111,9 @@ struct GossipShared {
   // Sends an answer to a peer's digests on the link to it, or keeps it in
   // pending_ranges until the link is up.
   void AnswerDigests(NodeId peer, std::vector<uint32_t> want, std::vector<uint32_t> later);
-  // A peer's digests that differed from this node's (anti-entropy), to be
-  // compared again at due_ms (NowMs) before their ranges are asked for: what
-  // was on its way when they were compared has arrived by then (RecheckMs).
+  // A peer's digests that differed from this node's, or that it could not
+  // compare yet (anti-entropy), to be compared again at due_ms (NowMs) and
+  // answered then: what was on its way has arrived by then (RecheckMs).
   struct Recheck {
     NodeId peer = 0;
     int64_t ref_ms = 0;
@@ -290,10 +290,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   // Merges merge_batch_[0, pending) as from `source`; adds the entries
   // merged to *merged.
   void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
-  // A peer's digests (anti-entropy): compared one shard at a time; those not
-  // quiet here are answered at once on this node's link to the peer
-  // (GossipShared::AnswerDigests), those that differ are compared again
-  // later (GossipShared::rechecks).
+  // A peer's digests (anti-entropy): compared one shard at a time; those
+  // that differ, or are not quiet here, are compared again later
+  // (GossipShared::rechecks) and answered then.
   asio::awaitable<void> CompareDigests(protocol::PeerMessage& message);
   // Membership records, the crash losses and the probe that came with them.
   void MergeMembers(const protocol::PeerMessage& message);

@@ -306,14 +306,14 @@ asio::awaitable<void> PeerSession::CompareDigests(protocol::PeerMessage& message
   });
   std::sort(digests.begin(), digests.end(),
             [](const auto& a, const auto& b) { return a.range < b.range; });
-  std::vector<uint32_t> want, later;
-  co_await CompareInTurns(shared_, message.ref_ms, digests, &want, &later);
-  shared_.AnswerDigests(node_id_, {}, std::move(later));
-  if (want.empty()) co_return;
+  std::vector<uint32_t> again;  // differ, or not quiet here: both are compared again
+  co_await CompareInTurns(shared_, message.ref_ms, digests, &again, &again);
+  if (again.empty()) co_return;
+  std::sort(again.begin(), again.end());
   GossipShared::Recheck recheck{
       node_id_, message.ref_ms, shared_.NowMs() + RecheckMs(shared_.options.interval_ms), {}};
   for (const protocol::RangeDigest& digest : digests) {
-    if (std::binary_search(want.begin(), want.end(), digest.range)) {
+    if (std::binary_search(again.begin(), again.end(), digest.range)) {
       recheck.digests.push_back(digest);
     }
   }
