@@ -333,16 +333,14 @@ void Limiter::RangeVersions(size_t shard_index, int64_t quiet_ms, std::span<Rang
   }
 }
 
-void Limiter::RangeDigests(size_t shard_index, int64_t ref_ms, uint64_t wanted,
-                           std::span<uint64_t> out) {
+uint64_t Limiter::RangeDigests(size_t shard_index, int64_t ref_ms, std::span<uint64_t> out) {
   KeySnapshot scratch;
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
   shard.Now(options_.clock->WallMs());
-  shard.UpdateDigests(options_.node_id, ref_ms, wanted, &scratch);
-  for (size_t i = 0; i < kRangesPerShard && i < out.size(); ++i) {
-    out[i] = (wanted >> i & 1) != 0 ? shard.ranges[i].digest : 0;
-  }
+  const uint64_t current = shard.UpdateDigests(options_.node_id, ref_ms, &scratch);
+  for (size_t i = 0; i < kRangesPerShard && i < out.size(); ++i) out[i] = shard.ranges[i].digest;
+  return current;
 }
 
 void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink,

@@ -195,10 +195,12 @@ class Limiter {
   // The shard's ranges (out: kRangesPerShard of them).
   void RangeVersions(size_t shard, int64_t quiet_ms, std::span<RangeVersion> out);
   // The digests (node/engine/range_digest.h) at ref_ms (wall ms) of the
-  // shard's ranges whose bit is set in `wanted` (bit i: range i of the
-  // shard) into out[i]; 0 for the others. Each is computed once per version
-  // and ref_ms: asked again, it costs nothing.
-  void RangeDigests(size_t shard, int64_t ref_ms, uint64_t wanted, std::span<uint64_t> out);
+  // shard's ranges into out (kRangesPerShard). They are computed once per
+  // ref_ms, in one pass over the shard's keys, so asking again costs
+  // nothing. Returns the ranges (bit i: range i of the shard) whose digest
+  // holds their state now; a range that changed since has none at ref_ms
+  // (its digest is that of its state when computed).
+  uint64_t RangeDigests(size_t shard, int64_t ref_ms, std::span<uint64_t> out);
   // Hands the sink every node's state of every live replicated key of one
   // shard, or of one range (0 .. range_count() - 1), and returns the
   // version each range had (versions: kRangesPerShard; CollectRange: its

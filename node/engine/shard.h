@@ -116,7 +116,8 @@ struct KeyRange {
   // peer: an admission that may wait before it is sent (and be held by its
   // relayer as long again) moves it that far ahead.
   int64_t quiet_from_ms = 0;
-  // The range's digest at digest_ref_ms, valid while digest_version == version.
+  // The range's digest at digest_ref_ms, valid while digest_version == version
+  // (Shard::UpdateDigests).
   uint64_t digest_version = 0;
   int64_t digest_ref_ms = 0;
   uint64_t digest = 0;
@@ -205,9 +206,11 @@ struct alignas(64) Shard {
   // when range < kRangesPerShard.
   void CollectReplica(NodeId self, int64_t now_ms, size_t range, KeySnapshot* scratch,
                       const SnapshotSink& sink);
-  // Brings the digest (KeyRange) of every range in `wanted` up to date at
-  // ref_ms, in one pass over the shard's keys: unless it is valid already.
-  void UpdateDigests(NodeId self, int64_t ref_ms, uint64_t wanted, KeySnapshot* scratch);
+  // Computes the digest (KeyRange) at ref_ms of every range not computed at
+  // ref_ms yet, in one pass over the shard's keys: at most one pass per
+  // reference time. Returns the ranges (bit i: range i) whose digest holds
+  // their state now: the others changed since it was computed.
+  uint64_t UpdateDigests(NodeId self, int64_t ref_ms, KeySnapshot* scratch);
   // Puts a snapshot's state back (counters and bucket: slot-wise max and
   // join; log: replaced). An expired snapshot changes nothing.
   Status Restore(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash, NodeId self,

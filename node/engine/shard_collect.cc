@@ -367,31 +367,35 @@ void Shard::CollectReplica(NodeId self, int64_t now_ms, size_t range, KeySnapsho
   });
 }
 
-void Shard::UpdateDigests(NodeId self, int64_t ref_ms, uint64_t wanted, KeySnapshot* scratch) {
-  uint64_t stale = 0;  // the wanted ranges whose digest must be computed
+uint64_t Shard::UpdateDigests(NodeId self, int64_t ref_ms, KeySnapshot* scratch) {
+  uint64_t stale = 0;  // the ranges not computed at ref_ms yet
   for (size_t i = 0; i < kRangesPerShard; ++i) {
-    const KeyRange& range = ranges[i];
-    const bool valid = range.digest_version == range.version && range.digest_ref_ms == ref_ms;
-    if ((wanted >> i & 1) != 0 && !valid) stale |= uint64_t{1} << i;
+    if (ranges[i].digest_ref_ms != ref_ms) stale |= uint64_t{1} << i;
   }
-  if (stale == 0) return;
+  if (stale != 0) {
+    for (size_t i = 0; i < kRangesPerShard; ++i) {
+      if ((stale >> i & 1) != 0) ranges[i].digest = 0;
+    }
+    // Entries roll on to ref_ms at most: a later time would drop what still
+    // counts at ref_ms (a peer's ref_ms may lag this node's clock a little).
+    ForEachLive(*this, std::min(ref_ms, last_now_ms), kRangesPerShard,
+                [&](const auto& limit_class, const auto& entry, size_t hash) {
+                  const size_t i = RangeOfHash(hash);
+                  if ((stale >> i & 1) == 0) return;
+                  FillReplica(limit_class, entry, self, scratch);
+                  ranges[i].digest += KeyDigest(*scratch, ref_ms);
+                });
+    for (size_t i = 0; i < kRangesPerShard; ++i) {
+      if ((stale >> i & 1) == 0) continue;
+      ranges[i].digest_version = ranges[i].version;
+      ranges[i].digest_ref_ms = ref_ms;
+    }
+  }
+  uint64_t current = 0;
   for (size_t i = 0; i < kRangesPerShard; ++i) {
-    if ((stale >> i & 1) != 0) ranges[i].digest = 0;
+    if (ranges[i].digest_version == ranges[i].version) current |= uint64_t{1} << i;
   }
-  // Entries roll on to ref_ms at most: a later time would drop what still
-  // counts at ref_ms (a peer's ref_ms may lag this node's clock a little).
-  ForEachLive(*this, std::min(ref_ms, last_now_ms), kRangesPerShard,
-              [&](const auto& limit_class, const auto& entry, size_t hash) {
-                const size_t i = RangeOfHash(hash);
-                if ((stale >> i & 1) == 0) return;
-                FillReplica(limit_class, entry, self, scratch);
-                ranges[i].digest += KeyDigest(*scratch, ref_ms);
-              });
-  for (size_t i = 0; i < kRangesPerShard; ++i) {
-    if ((stale >> i & 1) == 0) continue;
-    ranges[i].digest_version = ranges[i].version;
-    ranges[i].digest_ref_ms = ref_ms;
-  }
+  return current;
 }
 
 void Shard::CollectAll(NodeId self, int64_t now_ms, KeySnapshot* scratch,

@@ -1,16 +1,6 @@
 #include "node/gossip/anti_entropy.h"
 
 namespace tally {
-namespace {
-
-// Bit i for range shard * kRangesPerShard + i.
-uint64_t MaskOf(std::span<const uint32_t> ranges) {
-  uint64_t mask = 0;
-  for (const uint32_t range : ranges) mask |= uint64_t{1} << (range % kRangesPerShard);
-  return mask;
-}
-
-}  // namespace
 
 std::vector<Limiter::RangeVersion> AllRangeVersions(Limiter& limiter, int64_t quiet_ms) {
   std::vector<Limiter::RangeVersion> versions(Limiter::range_count());
@@ -33,10 +23,10 @@ std::vector<ShardRun> ShardRuns(std::span<const uint32_t> ranges) {
   return runs;
 }
 
-void ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms, std::span<const uint32_t> ranges,
-                  std::vector<uint64_t>* digests) {
-  limiter.RangeDigests(shard, ref_ms, MaskOf(ranges),
-                       std::span(*digests).subspan(shard * kRangesPerShard, kRangesPerShard));
+uint64_t ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms,
+                      std::vector<uint64_t>* digests) {
+  return limiter.RangeDigests(
+      shard, ref_ms, std::span(*digests).subspan(shard * kRangesPerShard, kRangesPerShard));
 }
 
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
@@ -44,20 +34,15 @@ void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64
                          std::vector<uint32_t>* want, std::vector<uint32_t>* later) {
   Limiter::RangeVersion versions[kRangesPerShard];
   limiter.RangeVersions(shard, quiet_ms, versions);
-  uint64_t quiet = 0;  // bit i: range i of the shard, quiet here
-  for (const protocol::RangeDigest& digest : digests) {
-    const size_t i = digest.range % kRangesPerShard;
-    if (versions[i].quiet) {
-      quiet |= uint64_t{1} << i;
-    } else {
-      later->push_back(digest.range);
-    }
-  }
   uint64_t own[kRangesPerShard];
-  limiter.RangeDigests(shard, ref_ms, quiet, own);
+  const uint64_t current = limiter.RangeDigests(shard, ref_ms, own);
   for (const protocol::RangeDigest& digest : digests) {
     const size_t i = digest.range % kRangesPerShard;
-    if ((quiet >> i & 1) != 0 && own[i] != digest.digest) want->push_back(digest.range);
+    if (!versions[i].quiet || (current >> i & 1) == 0) {
+      later->push_back(digest.range);  // changed lately, or since its digest at ref_ms
+    } else if (own[i] != digest.digest) {
+      want->push_back(digest.range);
+    }
   }
 }
 

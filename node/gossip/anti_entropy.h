@@ -13,7 +13,9 @@
 // them whole) and those still not quiet (their digests go again at the next
 // interval).
 // Digests are computed one shard at a time (a shard's lock is held for one
-// pass over its keys), so that callers can let other work run in between.
+// pass over its keys), so that callers can let other work run in between,
+// and at most once per shard and reference time: a range that changes
+// after that waits for the next interval.
 //
 // Thread safety: functions of the Limiter's state, which is thread-safe.
 #pragma once
@@ -61,14 +63,15 @@ struct ShardRun {
 };
 std::vector<ShardRun> ShardRuns(std::span<const uint32_t> ranges);
 
-// The digests at ref_ms of `ranges` (sorted, all in `shard`) into
-// digests[range] (digests: one per range of the Limiter).
-void ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms, std::span<const uint32_t> ranges,
-                  std::vector<uint64_t>* digests);
+// The digests at ref_ms of the shard's ranges into digests[range] (digests:
+// one per range of the Limiter); returns which hold their state now
+// (Limiter::RangeDigests).
+uint64_t ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms,
+                      std::vector<uint64_t>* digests);
 
 // Compares a peer's digests of ranges in one shard with this node's: *want
 // gets the ranges quiet here whose digests differ, *later those not quiet
-// here.
+// here or changed since their digest at ref_ms.
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
                          std::span<const protocol::RangeDigest> digests,
                          std::vector<uint32_t>* want, std::vector<uint32_t>* later);

@@ -256,13 +256,18 @@ struct Gossip::Impl {
       if (wanted[range]) ranges.push_back(range);
     }
     std::vector<uint64_t> digests(Limiter::range_count());
+    std::vector<bool> current(Limiter::range_count());  // the digest holds the range's state
     const std::vector<ShardRun> runs = ShardRuns(ranges);
     for (size_t i = 0; i < runs.size() && !stopping; ++i) {
       if (i > 0) co_await asio::post(io, asio::use_awaitable);
-      ShardDigests(limiter, runs[i].shard, ref_ms,
-                   std::span(ranges).subspan(runs[i].first, runs[i].end - runs[i].first), &digests);
+      const uint64_t mask = ShardDigests(limiter, runs[i].shard, ref_ms, &digests);
+      for (size_t j = 0; j < kRangesPerShard; ++j) {
+        current[runs[i].shard * kRangesPerShard + j] = (mask >> j & 1) != 0;
+      }
     }
-    for (const auto& [link, link_ranges] : due) {
+    for (auto& [link, link_ranges] : due) {
+      // A range that changed since its digest at ref_ms waits for the next interval.
+      std::erase_if(link_ranges, [&](uint32_t range) { return !current[range]; });
       if (!stopping) link->SendDigests(ref_ms, link_ranges, digests, versions);
     }
     digests_running = false;
