@@ -20,6 +20,7 @@ namespace {
 
 struct TestNode {
   TestNode(NodeId id, const Clock* clock) : limiter(LimiterOptions(id, clock)) {}
+  explicit TestNode(const Limiter::Options& options) : limiter(options) {}
 
   static Limiter::Options LimiterOptions(NodeId id, const Clock* clock) {
     Limiter::Options options;
@@ -84,6 +85,18 @@ bool LinkUp(const Gossip& gossip, NodeId peer) {
   return false;
 }
 
+// Starts A's gossip, then B's with A as its seed, both with `options`.
+void StartTwo(const Gossip::Options& options, TestNode& a, TestNode& b) {
+  a.gossip.emplace(options, &a.limiter);
+  REQUIRE(a.gossip->Listen().ok());
+  Gossip::Options b_options = options;
+  b_options.seeds = {"127.0.0.1:" + std::to_string(a.gossip->port())};
+  b.gossip.emplace(b_options, &b.limiter);
+  REQUIRE(b.gossip->Listen().ok());
+  a.gossip->Start();
+  b.gossip->Start();
+}
+
 // A peer that stops is probed when its link drops, and turns suspect and
 // then dead exactly when the injected clock passes suspect-after and
 // dead-after from then (rounds run on real time and read the injected clock).
@@ -94,14 +107,7 @@ TEST_CASE("gossip: membership timing follows the injected clock") {
   options.dead_after_ms = 3'000;
 
   TestNode a(1, &clock), b(2, &clock);
-  a.gossip.emplace(options, &a.limiter);
-  REQUIRE(a.gossip->Listen().ok());
-  Gossip::Options b_options = options;
-  b_options.seeds = {"127.0.0.1:" + std::to_string(a.gossip->port())};
-  b.gossip.emplace(b_options, &b.limiter);
-  REQUIRE(b.gossip->Listen().ok());
-  a.gossip->Start();
-  b.gossip->Start();
+  StartTwo(options, a, b);
 
   // Joining takes real round trips on loopback; the clock stands still
   // meanwhile. A's link to B comes up once A has heard of B.
@@ -132,14 +138,7 @@ struct AntiEntropyPair {
     options.relay = false;
     options.full_sync_interval_ms = 1'000;
     options.membership_interval_ms = 100;  // rounds at rest come this often: Advance is quick
-    a.gossip.emplace(options, &a.limiter);
-    REQUIRE(a.gossip->Listen().ok());
-    Gossip::Options b_options = options;
-    b_options.seeds = {"127.0.0.1:" + std::to_string(a.gossip->port())};
-    b.gossip.emplace(b_options, &b.limiter);
-    REQUIRE(b.gossip->Listen().ok());
-    a.gossip->Start();
-    b.gossip->Start();
+    StartTwo(options, a, b);
     REQUIRE(testing::PollUntil([&] { return LinkUp(*a.gossip, 2) && LinkUp(*b.gossip, 1); }));
     RoundsPass(*a.gossip);  // the first full sync on the link, of nothing
   }
@@ -175,13 +174,8 @@ struct AntiEntropyPair {
 
   ManualClock clock{/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000};
   Gossip::Options options = OptionsOn(&clock);
-  struct Node {
-    Node(const Limiter::Options& limiter_options) : limiter(limiter_options) {}
-    Limiter limiter;
-    std::optional<Gossip> gossip;
-  };
-  Node a{AOptions(&clock)};
-  Node b{TestNode::LimiterOptions(2, &clock)};
+  TestNode a{AOptions(&clock)};
+  TestNode b{2, &clock};
   const LimitSpec spec{Algorithm::kSlidingWindowCounter, 1'000'000, 60'000};
 };
 
