@@ -35,6 +35,13 @@ constexpr int64_t kEarlyRoundDivisor = 10;
 // still (a stopped process, a starved CPU): MemberProbes::Stalled.
 constexpr int64_t kStallMs = 200;
 
+// The completion handler of a coroutine spawned on the gossip thread.
+auto LogFailure(const char* what) {
+  return [what](std::exception_ptr e) {
+    if (e) spdlog::error("gossip {} failed: an exception escaped", what);
+  };
+}
+
 }  // namespace
 
 struct Gossip::Impl {
@@ -192,18 +199,14 @@ struct Gossip::Impl {
     alone = !any_up && !links.empty();
     if (!shared.rechecks.empty() && shared.rechecks.front().due_ms <= now_ms && !rechecking) {
       rechecking = true;
-      asio::co_spawn(io, Recheck(now_ms), [](std::exception_ptr e) {
-        if (e) spdlog::error("gossip anti-entropy failed: an exception escaped");
-      });
+      asio::co_spawn(io, Recheck(now_ms), LogFailure("anti-entropy"));
     }
     const int64_t wall_ms = shared.WallMs();
     if (wall_ms >= next_digests_at_ms && !digests_running && leave_done == nullptr) {
       const int64_t ref_ms = DigestRefMs(wall_ms, shared.options.full_sync_interval_ms);
       next_digests_at_ms = ref_ms + shared.options.full_sync_interval_ms;
       digests_running = true;
-      asio::co_spawn(io, SendDigests(ref_ms), [](std::exception_ptr e) {
-        if (e) spdlog::error("gossip anti-entropy failed: an exception escaped");
-      });
+      asio::co_spawn(io, SendDigests(ref_ms), LogFailure("anti-entropy"));
     }
     if (deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up ||
         leave_done != nullptr || probes->busy()) {
@@ -556,13 +559,8 @@ void Gossip::Start() {
   impl.self_seeds.insert(impl.advertise_address);
   impl.dropped_seeds.insert(impl.advertise_address);
   impl.FollowMembership(impl.shared.NowMs());
-  const auto log_failure = [](const char* what) {
-    return [what](std::exception_ptr e) {
-      if (e) spdlog::error("gossip {} failed: an exception escaped", what);
-    };
-  };
-  asio::co_spawn(impl.io, impl.accept_loop.Run(), log_failure("accept loop"));
-  asio::co_spawn(impl.io, impl.Rounds(), log_failure("rounds"));
+  asio::co_spawn(impl.io, impl.accept_loop.Run(), LogFailure("accept loop"));
+  asio::co_spawn(impl.io, impl.Rounds(), LogFailure("rounds"));
   impl.thread = std::thread([&impl] {
     pthread_setname_np(pthread_self(), "tally-gossip");
     impl.io.run();

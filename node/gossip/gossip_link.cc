@@ -165,12 +165,10 @@ asio::awaitable<Status> PeerLink::Connect() {
   StartSync();  // a new connection gets everything
   if (const auto pending = shared_.pending_ranges.find(peer_id_);
       pending != shared_.pending_ranges.end()) {
-    const std::vector<uint32_t> want(pending->second.want.begin(), pending->second.want.end());
-    const std::vector<uint32_t> later(pending->second.later.begin(), pending->second.later.end());
+    std::vector<uint32_t> want(pending->second.want.begin(), pending->second.want.end());
+    std::vector<uint32_t> later(pending->second.later.begin(), pending->second.later.end());
     shared_.pending_ranges.erase(pending);
-    auto frame = std::make_shared<std::string>();
-    protocol::EncodeRanges(want, later, frame.get());
-    Enqueue(std::move(frame));
+    shared_.AnswerDigests(peer_id_, std::move(want), std::move(later));  // on this link, up now
   }
   shared_.probes->LinkUp(peer_id_);
   PublishStatus();
