@@ -13,9 +13,6 @@ namespace {
 // A full sync queues its next shard only below this: it paces itself to the
 // link instead of queueing the whole state at once.
 constexpr size_t kSyncWatermarkBytes = 1 << 20;
-// A range the peer has had nothing of on this connection yet.
-constexpr uint64_t kNotTold = 0;
-
 Frame FrameOf(void (*encode)(std::string*)) {
   auto frame = std::make_shared<std::string>();
   encode(frame.get());
@@ -160,9 +157,8 @@ asio::awaitable<Status> PeerLink::Connect() {
   // proves the secret (HandshakeFrameLimits); the membership table may be large.
   Enqueue(FrameOf(&protocol::EncodeHeartbeat));
   Enqueue(shared_.probes->TableFrame());
-  told_versions_.assign(Limiter::range_count(), kNotTold);
-  wanted_ranges_.clear();
-  StartSync();  // a new connection gets everything
+  sync_.Connected();  // a new connection gets everything
+  PumpSync();
   if (const auto pending = shared_.pending_ranges.find(peer_id_);
       pending != shared_.pending_ranges.end()) {
     std::vector<uint32_t> want(pending->second.want.begin(), pending->second.want.end());
@@ -183,7 +179,7 @@ void PeerLink::Reset(const std::string& why) {
   queue_.clear();
   queued_bytes_ = 0;
   writing_ = false;
-  sync_shard_ = -1;
+  sync_.Disconnected();
   asio::error_code ignored;
   socket_.close(ignored);
   went_down_ = went_down_ || (was_up && !stopping_);
@@ -252,25 +248,16 @@ void PeerLink::WriteNext() {
                     });
 }
 
-void PeerLink::StartSync() {
-  sync_shard_ = 0;
-  PumpSync();
-}
-
 void PeerLink::ResyncAll() {
-  if (up_) StartSync();  // else the full sync after the reconnect sends everything
+  if (!up_) return;  // the full sync after the reconnect sends everything
+  sync_.StartFullSync();
+  PumpSync();
 }
 
 std::vector<uint32_t> PeerLink::DigestsDue(
     const std::vector<Limiter::RangeVersion>& versions) const {
-  std::vector<uint32_t> due;
-  if (!up_ || sync_shard_ >= 0) return due;
-  for (uint32_t range = 0; range < versions.size(); ++range) {
-    if (versions[range].quiet && versions[range].version != told_versions_[range]) {
-      due.push_back(range);
-    }
-  }
-  return due;
+  if (!up_) return {};
+  return sync_.DigestsDue(versions);
 }
 
 void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
@@ -283,13 +270,8 @@ void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
     forgotten_told_ = forgotten;
     Enqueue(FrameOf(&protocol::EncodeResync));
   }
-  if (due.empty() || sync_shard_ >= 0) return;  // a full sync under way sends everything
-  std::vector<protocol::RangeDigest> message;
-  message.reserve(due.size());
-  for (const uint32_t range : due) {
-    message.push_back({range, digests[range]});
-    told_versions_[range] = versions[range].version;
-  }
+  if (due.empty() || sync_.syncing()) return;  // a full sync under way sends everything
+  const std::vector<protocol::RangeDigest> message = sync_.TakeDigests(due, digests, versions);
   auto frame = std::make_shared<std::string>();
   protocol::EncodeDigests(ref_ms, message, frame.get());
   GossipShared::Add(shared_.digests_sent, message.size());
@@ -298,40 +280,23 @@ void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
 
 void PeerLink::AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later) {
   if (!up_) return;  // the full sync after the reconnect sends everything
-  for (const uint32_t range : later) {
-    if (range < told_versions_.size()) told_versions_[range] = kNotTold;
-  }
-  for (const uint32_t range : want) {
-    if (range < told_versions_.size()) wanted_ranges_.push_back(range);
-  }
+  sync_.AnswerReceived(want, later);
   PumpSync();
 }
 
 void PeerLink::PumpSync() {
+  std::vector<std::string> frames;
   while (up_ && queued_bytes_ < kSyncWatermarkBytes) {
-    protocol::PeerStateEncoder encoder(shared_.limiter->node_id(), /*full=*/true,
-                                       shared_.options.max_frame_bytes);
-    std::vector<std::string> frames;
-    const auto add = [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, &frames); };
-    if (static_cast<size_t>(sync_shard_) == Limiter::shard_count()) {
-      sync_shard_ = -1;
+    frames.clear();
+    const LinkSync::Piece piece =
+        sync_.Next(*shared_.limiter, shared_.options.max_frame_bytes, &frames);
+    if (piece == LinkSync::Piece::kNothing) return;
+    if (piece == LinkSync::Piece::kSyncDone) {
       ++full_syncs_sent_;
       GossipShared::Add(shared_.full_syncs_sent, 1);
-      Enqueue(FrameOf(&protocol::EncodeSyncDone));
-      continue;
-    } else if (sync_shard_ >= 0) {
-      const size_t shard = static_cast<size_t>(sync_shard_++);
-      shared_.limiter->CollectReplica(
-          shard, add, std::span(told_versions_).subspan(shard * kRangesPerShard, kRangesPerShard));
-    } else if (!wanted_ranges_.empty()) {
-      const uint32_t range = wanted_ranges_.front();
-      wanted_ranges_.pop_front();
-      told_versions_[range] = shared_.limiter->CollectRange(range, add);
+    } else if (piece == LinkSync::Piece::kRange) {
       GossipShared::Add(shared_.ranges_sent, 1);
-    } else {
-      return;
     }
-    encoder.Finish(&frames);
     for (std::string& frame : frames) {
       Enqueue(std::make_shared<const std::string>(std::move(frame)));
     }

@@ -25,8 +25,10 @@
 
 #include "node/engine/limiter.h"
 #include "node/gossip/gossip.h"
+#include "node/gossip/link_sync.h"
 #include "node/gossip/member_agent.h"
 #include "node/gossip/member_losses.h"
+#include "node/gossip/state_merger.h"
 #include "node/net/rate_limited_log.h"
 #include "node/net/receive_buffer.h"
 #include "node/tls/tls_stream.h"
@@ -217,7 +219,6 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // Queues the frame and its seal (the next seq).
   void Enqueue(Frame frame);
   void WriteNext();
-  void StartSync();
   // Queues the full sync's next shards, then wanted ranges, while the queue is short.
   void PumpSync();
   void Reset(const std::string& why);
@@ -248,13 +249,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool writing_ = false;
   int64_t write_started_ms_ = 0;
   int64_t busy_since_ms_ = 0;  // when the queue last filled after being empty
-  int sync_shard_ = -1;        // the next shard of a full sync in progress; -1: none
-  // By range, the version (Limiter::RangeVersion) the peer had in full, or
-  // had the digest of, when this link last sent it: anti-entropy tells it
-  // of a range again once the version moved.
-  std::vector<uint64_t> told_versions_;
-  // Ranges the peer wants whole (AnswerReceived), sent as the queue drains.
-  std::deque<uint32_t> wanted_ranges_;
+  LinkSync sync_;              // the full sync and anti-entropy owed on this connection
   // GossipShared::Forgotten() when this link last told the peer (kResync).
   uint64_t forgotten_told_ = 0;
   uint64_t bytes_sent_ = 0, full_syncs_sent_ = 0, connects_ = 0;
@@ -284,12 +279,8 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
  private:
   asio::awaitable<void> Run();
   asio::awaitable<Status> Serve();
-  // Merges the message's state kMergeBatchKeys entries at a time
-  // (Limiter::MergeBatch); a rejected entry is counted and logged.
+  // Merges the message's state (StateMerger); a rejected entry is counted and logged.
   Status Merge(const protocol::PeerMessage& message);
-  // Merges merge_batch_[0, pending) as from `source`; adds the entries
-  // merged to *merged.
-  void MergeDecoded(size_t pending, MergeSource source, uint64_t* merged);
   // A peer's digests (anti-entropy): compared one shard at a time; those
   // that differ, or are not quiet here, are compared again later
   // (GossipShared::rechecks) and answered then.
@@ -314,12 +305,7 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   bool counted_ = false;  // counted among the node's open sessions
   bool refused_ = false;
   int64_t last_frame_ms_;
-  // Decoded entries waiting to be merged, and their statuses: grown to at
-  // most kMergeBatchKeys, then reused with their memory (no allocation per
-  // entry). Like every member, the gossip thread's.
-  static constexpr size_t kMergeBatchKeys = 1'024;
-  std::vector<KeySnapshot> merge_batch_;
-  std::vector<Status> merge_statuses_;
+  StateMerger merger_;  // the gossip thread's, like every member
 };
 
 // The membership's messages (node/gossip/member_agent.h) over the links:

@@ -238,50 +238,19 @@ asio::awaitable<Status> PeerSession::Serve() {
 }
 
 Status PeerSession::Merge(const protocol::PeerMessage& message) {
-  // A delta to relay is taken only by a node that says it relays.
-  const MergeSource source = message.full                             ? MergeSource::kSync
-                             : message.relay && shared_.options.relay ? MergeSource::kRelay
-                                                                      : MergeSource::kDelta;
   uint64_t merged = 0;
-  size_t pending = 0;
-  for (const protocol::PeerClassView& view : message.classes) {
-    protocol::PeerClassDecoder decoder(view, node_id_);
-    for (;;) {
-      if (pending == merge_batch_.size()) {
-        merge_batch_.emplace_back();
-        merge_statuses_.emplace_back();
-      }
-      if (!decoder.Next(&merge_batch_[pending])) break;
-      if (++pending == kMergeBatchKeys) {
-        MergeDecoded(pending, source, &merged);
-        pending = 0;
-      }
-    }
-    if (!decoder.status().ok()) {
-      MergeDecoded(pending, source, &merged);  // the entries before the bad bytes
-      return decoder.status();
-    }
-  }
-  MergeDecoded(pending, source, &merged);
+  const Status status = merger_.Merge(
+      *shared_.limiter, node_id_, message, shared_.options.relay,
+      [&](const Status& rejected) {
+        GossipShared::Add(shared_.entries_rejected, 1);
+        if (rejected.code() == Status::Code::kResourceExhausted) ++shared_.refused_at_cap;
+        shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
+                         "): a key's state was not merged: " + rejected.ToString());
+      },
+      &merged);
   GossipShared::Add(shared_.entries_merged, merged);
-  Heard(0, merged, false);
-  return Status::OK();
-}
-
-void PeerSession::MergeDecoded(size_t pending, MergeSource source, uint64_t* merged) {
-  const std::span<Status> statuses(merge_statuses_.data(), pending);
-  shared_.limiter->MergeBatch(std::span<const KeySnapshot>(merge_batch_.data(), pending), statuses,
-                              source);
-  for (const Status& status : statuses) {
-    if (status.ok()) {
-      ++*merged;
-      continue;
-    }
-    GossipShared::Add(shared_.entries_rejected, 1);
-    if (status.code() == Status::Code::kResourceExhausted) ++shared_.refused_at_cap;
-    shared_.log.Warn("gossip from node " + std::to_string(node_id_) + " (" + peer_ +
-                     "): a key's state was not merged: " + status.ToString());
-  }
+  if (status.ok()) Heard(0, merged, false);
+  return status;
 }
 
 asio::awaitable<void> CompareInTurns(GossipShared& shared, int64_t ref_ms,
