@@ -46,4 +46,25 @@ void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64
   }
 }
 
+std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions) {
+  std::vector<uint32_t> ranges;
+  for (uint32_t range = 0; range < versions.size(); ++range) {
+    if (versions[range].quiet && versions[range].version != 0) ranges.push_back(range);
+  }
+  return ranges;
+}
+
+void RangeAskBudget::Limit(int64_t ref_ms, std::vector<uint32_t>* want,
+                           std::vector<uint32_t>* later) {
+  if (ref_ms != ref_ms_) {
+    ref_ms_ = ref_ms;
+    asked_ = 0;
+  }
+  while (!want->empty() && asked_ + want->size() > kMostRangesAskedPerInterval) {
+    later->push_back(want->back());  // its digest comes again at the next interval
+    want->pop_back();
+  }
+  asked_ += want->size();
+}
+
 }  // namespace tally

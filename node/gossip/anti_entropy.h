@@ -47,6 +47,19 @@ inline int64_t RecheckMs(int64_t interval_ms) { return 40 * interval_ms; }
 // in changes its own digests, which its peers then compare).
 inline constexpr size_t kMostRangesAskedPerInterval = 16;
 
+// The ranges a node asks its peers for in one interval: at most
+// kMostRangesAskedPerInterval.
+class RangeAskBudget {
+ public:
+  // An answer to digests at ref_ms: beyond the budget of ref_ms's interval,
+  // ranges move from *want to *later (their digests come again next time).
+  void Limit(int64_t ref_ms, std::vector<uint32_t>* want, std::vector<uint32_t>* later);
+
+ private:
+  int64_t ref_ms_ = 0;  // the interval asked in
+  size_t asked_ = 0;    // ranges asked for in it
+};
+
 // The reference time of the anti-entropy interval that holds wall_ms.
 inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {
   return wall_ms - wall_ms % interval_ms;
@@ -54,6 +67,10 @@ inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {
 
 // Every range's version and whether it is quiet (index: the range).
 std::vector<Limiter::RangeVersion> AllRangeVersions(Limiter& limiter, int64_t quiet_ms);
+
+// The ranges that are quiet and have changed at all (version not 0), in
+// order: the only ones whose digests may be due (LinkSync::DigestsDue).
+std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions);
 
 // A run [first, end) of sorted ranges that lie in one shard.
 struct ShardRun {

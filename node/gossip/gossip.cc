@@ -226,15 +226,7 @@ struct Gossip::Impl {
       shared.rechecks.pop_front();
       std::vector<uint32_t> want, later;
       co_await CompareInTurns(shared, recheck.ref_ms, recheck.digests, &want, &later);
-      if (recheck.ref_ms != asked_ref_ms) {
-        asked_ref_ms = recheck.ref_ms;
-        ranges_asked = 0;
-      }
-      while (!want.empty() && ranges_asked + want.size() > kMostRangesAskedPerInterval) {
-        later.push_back(want.back());  // its digest comes again at the next interval
-        want.pop_back();
-      }
-      ranges_asked += want.size();
+      ask_budget.Limit(recheck.ref_ms, &want, &later);
       shared.AnswerDigests(recheck.peer, std::move(want), std::move(later));
     }
     rechecking = false;
@@ -248,9 +240,10 @@ struct Gossip::Impl {
     const std::vector<Limiter::RangeVersion> versions =
         AllRangeVersions(limiter, QuietMs(shared.options.interval_ms));
     std::vector<std::pair<std::shared_ptr<PeerLink>, std::vector<uint32_t>>> due;
+    const std::vector<uint32_t> candidates = QuietRanges(versions);
     std::vector<bool> wanted(Limiter::range_count());
     for (const auto& [address, link] : links) {
-      std::vector<uint32_t> ranges = link->DigestsDue(versions);
+      std::vector<uint32_t> ranges = link->DigestsDue(versions, candidates);
       for (const uint32_t range : ranges) wanted[range] = true;
       due.emplace_back(link, std::move(ranges));
     }
@@ -475,10 +468,8 @@ struct Gossip::Impl {
   // last one's digests are still being computed.
   int64_t next_digests_at_ms = 0;
   bool digests_running = false;
-  bool rechecking = false;  // Recheck runs
-  // The ranges asked for in the interval of asked_ref_ms (kMostRangesAskedPerInterval).
-  int64_t asked_ref_ms = 0;
-  size_t ranges_asked = 0;
+  bool rechecking = false;                   // Recheck runs
+  RangeAskBudget ask_budget;                 // the ranges asked for in this interval
   std::optional<MemberProbes> probes;        // from Start
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;

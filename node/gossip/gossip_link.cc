@@ -254,10 +254,10 @@ void PeerLink::ResyncAll() {
   PumpSync();
 }
 
-std::vector<uint32_t> PeerLink::DigestsDue(
-    const std::vector<Limiter::RangeVersion>& versions) const {
+std::vector<uint32_t> PeerLink::DigestsDue(const std::vector<Limiter::RangeVersion>& versions,
+                                           std::span<const uint32_t> candidates) const {
   if (!up_) return {};
-  return sync_.DigestsDue(versions);
+  return sync_.DigestsDue(versions, candidates);
 }
 
 void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,

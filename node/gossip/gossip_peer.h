@@ -188,8 +188,9 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // Anti-entropy (node/gossip/anti_entropy.h). The ranges whose digests the
   // peer should get now: quiet, and changed since it last had them or their
   // digest (versions: every range's). None while the link is down or its
-  // full sync is under way.
-  std::vector<uint32_t> DigestsDue(const std::vector<Limiter::RangeVersion>& versions) const;
+  // full sync is under way (LinkSync::DigestsDue).
+  std::vector<uint32_t> DigestsDue(const std::vector<Limiter::RangeVersion>& versions,
+                                   std::span<const uint32_t> candidates) const;
   // Sends those ranges' digests (digests: by range; at least those) at
   // ref_ms, and tells the peer first if this node forgot state (kResync).
   void SendDigests(int64_t ref_ms, std::span<const uint32_t> due,

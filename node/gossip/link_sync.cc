@@ -3,18 +3,30 @@
 namespace tally {
 
 void LinkSync::Connected() {
-  told_versions_.assign(Limiter::range_count(), kNotTold);
+  told_versions_.clear();
   wanted_ranges_.clear();
   sync_shard_ = 0;
 }
 
-std::vector<uint32_t> LinkSync::DigestsDue(std::span<const Limiter::RangeVersion> versions) const {
+uint64_t LinkSync::Told(uint32_t range) const {
+  const auto told = told_versions_.find(range);
+  return told == told_versions_.end() ? 0 : told->second;
+}
+
+void LinkSync::SetTold(uint32_t range, uint64_t version) {
+  if (version == 0) {
+    told_versions_.erase(range);
+  } else {
+    told_versions_[range] = version;
+  }
+}
+
+std::vector<uint32_t> LinkSync::DigestsDue(std::span<const Limiter::RangeVersion> versions,
+                                           std::span<const uint32_t> candidates) const {
   std::vector<uint32_t> due;
-  if (syncing() || told_versions_.empty()) return due;
-  for (uint32_t range = 0; range < versions.size(); ++range) {
-    if (versions[range].quiet && versions[range].version != told_versions_[range]) {
-      due.push_back(range);
-    }
+  if (syncing()) return due;
+  for (const uint32_t range : candidates) {
+    if (versions[range].version != Told(range)) due.push_back(range);
   }
   return due;
 }
@@ -26,17 +38,15 @@ std::vector<protocol::RangeDigest> LinkSync::TakeDigests(
   message.reserve(due.size());
   for (const uint32_t range : due) {
     message.push_back({range, digests[range]});
-    told_versions_[range] = versions[range].version;
+    SetTold(range, versions[range].version);
   }
   return message;
 }
 
 void LinkSync::AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later) {
-  for (const uint32_t range : later) {
-    if (range < told_versions_.size()) told_versions_[range] = kNotTold;
-  }
+  for (const uint32_t range : later) SetTold(range, 0);
   for (const uint32_t range : want) {
-    if (range < told_versions_.size()) wanted_ranges_.push_back(range);
+    if (range < Limiter::range_count()) wanted_ranges_.push_back(range);
   }
 }
 
@@ -53,13 +63,16 @@ LinkSync::Piece LinkSync::Next(Limiter& limiter, size_t max_frame_bytes,
   Piece piece = Piece::kNothing;
   if (sync_shard_ >= 0) {
     const size_t shard = static_cast<size_t>(sync_shard_++);
-    limiter.CollectReplica(
-        shard, add, std::span(told_versions_).subspan(shard * kRangesPerShard, kRangesPerShard));
+    std::array<uint64_t, kRangesPerShard> versions{};
+    limiter.CollectReplica(shard, add, versions);
+    for (size_t i = 0; i < kRangesPerShard; ++i) {
+      SetTold(static_cast<uint32_t>(shard * kRangesPerShard + i), versions[i]);
+    }
     piece = Piece::kSyncShard;
   } else if (!wanted_ranges_.empty()) {
     const uint32_t range = wanted_ranges_.front();
     wanted_ranges_.pop_front();
-    told_versions_[range] = limiter.CollectRange(range, add);
+    SetTold(range, limiter.CollectRange(range, add));
     piece = Piece::kRange;
   } else {
     return Piece::kNothing;

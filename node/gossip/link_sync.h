@@ -7,11 +7,14 @@
 // Thread safety: none; one link's owner (the gossip thread in the daemon).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "node/engine/limiter.h"
 #include "protocol/peer_codec.h"
@@ -30,9 +33,11 @@ class LinkSync {
   bool syncing() const { return sync_shard_ >= 0; }
 
   // The ranges whose digests the peer should get now: quiet, and changed
-  // since it last had them or their digest (versions: every range's). None
+  // since it last had them or their digest (versions: every range's;
+  // candidates: the quiet ranges whose version is not 0, QuietRanges). None
   // while a full sync is under way.
-  std::vector<uint32_t> DigestsDue(std::span<const Limiter::RangeVersion> versions) const;
+  std::vector<uint32_t> DigestsDue(std::span<const Limiter::RangeVersion> versions,
+                                   std::span<const uint32_t> candidates) const;
   // The digests (by range; at least those due) of the ranges due, to send;
   // the peer counts as told of each range's version.
   std::vector<protocol::RangeDigest> TakeDigests(std::span<const uint32_t> due,
@@ -49,14 +54,17 @@ class LinkSync {
   Piece Next(Limiter& limiter, size_t max_frame_bytes, std::vector<std::string>* frames);
 
  private:
-  // A range the peer has had nothing of on this connection yet.
-  static constexpr uint64_t kNotTold = 0;
+  // What the peer was told of a range (0: nothing on this connection yet).
+  uint64_t Told(uint32_t range) const;
+  void SetTold(uint32_t range, uint64_t version);
 
   int sync_shard_ = -1;  // the next shard of a full sync in progress; -1: none
   // By range, the version (Limiter::RangeVersion) the peer had in full, or
   // had the digest of, when this link last sent it: anti-entropy tells it
-  // of a range again once the version moved.
-  std::vector<uint64_t> told_versions_;
+  // of a range again once the version moved. Only versions other than 0
+  // (a range never changed): a link costs what its ranges hold, not 4,096
+  // entries, in a cluster of many members.
+  absl::flat_hash_map<uint32_t, uint64_t> told_versions_;
   // Ranges the peer wants whole (AnswerReceived).
   std::deque<uint32_t> wanted_ranges_;
 };

@@ -2,7 +2,6 @@
 
 #include <span>
 
-
 namespace tally {
 
 Status StateMerger::Merge(Limiter& limiter, NodeId from, const protocol::PeerMessage& message,
