@@ -54,17 +54,22 @@ std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> version
   return ranges;
 }
 
-void RangeAskBudget::Limit(int64_t ref_ms, std::vector<uint32_t>* want,
+void RangeAskBudget::Limit(int64_t ref_ms, NodeId peer, std::vector<uint32_t>* want,
                            std::vector<uint32_t>* later) {
   if (ref_ms != ref_ms_) {
     ref_ms_ = ref_ms;
-    asked_ = 0;
+    asked_of_.clear();
+    asked_.clear();
   }
-  while (!want->empty() && asked_ + want->size() > kMostRangesAskedPerInterval) {
-    later->push_back(want->back());  // its digest comes again at the next interval
-    want->pop_back();
-  }
-  asked_ += want->size();
+  size_t& asked_of_peer = asked_of_[peer];
+  std::erase_if(*want, [&](uint32_t range) {
+    if (asked_of_peer < kMostRangesAskedPerPeer && asked_.insert(range).second) {
+      ++asked_of_peer;
+      return false;
+    }
+    later->push_back(range);  // its digest comes again at the next interval
+    return true;
+  });
 }
 
 }  // namespace tally

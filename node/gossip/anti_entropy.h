@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -40,24 +42,29 @@ inline int64_t QuietMs(int64_t interval_ms) { return 4 * interval_ms; }
 // and one that was not quiet yet costs no second round of digests.
 inline int64_t RecheckMs(int64_t interval_ms) { return 40 * interval_ms; }
 
-// The most ranges a node asks its peers for in one anti-entropy interval;
+// The most ranges a node asks one peer for in one anti-entropy interval;
 // beyond it, it answers that it will compare them again later. A lost delta
 // costs one range; ranges that differ only because a node is too busy to
 // take in what is on its way must not make it busier (each range it takes
-// in changes its own digests, which its peers then compare).
-inline constexpr size_t kMostRangesAskedPerInterval = 16;
+// in changes its own digests, which its peers then compare). Per peer, so
+// that a node that missed much (a relayer that crashed while its deltas
+// were held up) takes it back from all its peers at once, each range from one.
+inline constexpr size_t kMostRangesAskedPerPeer = 64;
 
 // The ranges a node asks its peers for in one interval: at most
-// kMostRangesAskedPerInterval.
+// kMostRangesAskedPerPeer of each peer, and each range of one peer only.
 class RangeAskBudget {
  public:
-  // An answer to digests at ref_ms: beyond the budget of ref_ms's interval,
-  // ranges move from *want to *later (their digests come again next time).
-  void Limit(int64_t ref_ms, std::vector<uint32_t>* want, std::vector<uint32_t>* later);
+  // An answer to `peer`'s digests at ref_ms: ranges asked of another peer in
+  // ref_ms's interval, and those beyond the peer's budget, move from *want
+  // to *later (their digests come again next time).
+  void Limit(int64_t ref_ms, NodeId peer, std::vector<uint32_t>* want,
+             std::vector<uint32_t>* later);
 
  private:
-  int64_t ref_ms_ = 0;  // the interval asked in
-  size_t asked_ = 0;    // ranges asked for in it
+  int64_t ref_ms_ = 0;                 // the interval asked in
+  std::map<NodeId, size_t> asked_of_;  // by peer, the ranges asked of it
+  std::set<uint32_t> asked_;           // every range asked in it
 };
 
 // The reference time of the anti-entropy interval that holds wall_ms.

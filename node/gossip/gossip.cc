@@ -226,7 +226,7 @@ struct Gossip::Impl {
       shared.rechecks.pop_front();
       std::vector<uint32_t> want, later;
       co_await CompareInTurns(shared, recheck.ref_ms, recheck.digests, &want, &later);
-      ask_budget.Limit(recheck.ref_ms, &want, &later);
+      ask_budget.Limit(recheck.ref_ms, recheck.peer, &want, &later);
       shared.AnswerDigests(recheck.peer, std::move(want), std::move(later));
     }
     rechecking = false;
