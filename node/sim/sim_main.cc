@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "node/sim/simulation.h"
 
@@ -173,6 +174,7 @@ int main(int argc, char** argv) {
                "skip the check that views never go back (a read per merged entry)");
   app.add_flag("--json", json, "print one JSON object per run");
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // the nodes' news (restarts, links) is not the report
   options.node.escrow = mode == "escrow";
   options.node.plain_gossip = mode == "plain";
 

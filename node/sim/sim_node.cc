@@ -431,7 +431,7 @@ void SimNode::RunRechecks() {
                           std::span(recheck.digests).subspan(run.first, run.end - run.first), &want,
                           &later);
     }
-    ask_budget_.Limit(recheck.ref_ms, &want, &later);
+    ask_budget_.Limit(recheck.ref_ms, recheck.peer, &want, &later);
     if (config_.break_repair) want.clear();  // the simulation's own test: no repair
     if (want.empty() && later.empty()) continue;
     if (link_up(recheck.peer)) {

@@ -75,6 +75,7 @@ class World {
     SimStore store;
     int64_t offset_ms = 0;
     int64_t started_ms = 0;
+    bool leaving = false;  // stopping cleanly: no crash strikes it now
     bool left = false;
     uint64_t round_generation = 0;
     int64_t round_at_ms = INT64_MAX;
@@ -141,7 +142,11 @@ int64_t SettleMs(const SimOptions& options) {
   // node waits for the relayer's delta of an earlier one); quiet; then
   // anti-entropy's interval and recheck.
   return 3 * node.gossip_max_delay_ms + QuietMs(node.interval_ms) + 3'000 +
-         (repair ? node.anti_entropy_interval_ms + RecheckMs(node.interval_ms) : 0);
+         (repair ? node.anti_entropy_interval_ms + RecheckMs(node.interval_ms) : 0) +
+         // A member's records lost on their way (tables included) come again
+         // with a whole table, which every kTableEvery-th ping carries.
+         (f.loss ? 2 * static_cast<int64_t>(MemberAgent::kTableEvery) * node.membership_interval_ms
+                 : 0);
 }
 
 World::World(const SimOptions& options)
@@ -379,6 +384,7 @@ void World::Crash() {
   if (running.size() < 2) return;
   const NodeId id = running[random_.Below(running.size())];
   Slot& slot = slots_.at(id);
+  if (slot.leaving) return;
   // A crash in the middle of a flush: some of what changed was written.
   if (random_.Chance(0.3)) slot.node->Flush(random_.Below(8));
   checker_->Crashed(id, events_.now_ms(),
@@ -439,6 +445,7 @@ void World::LeaveOne() {
   }
   if (candidates.empty()) return;
   const NodeId id = candidates[random_.Below(candidates.size())];
+  slots_.at(id).leaving = true;
   slots_.at(id).node->Leave();
   ++report_.leaves;
   checker_->Degrade(events_.now_ms(), events_.now_ms() + 5'000);
@@ -482,11 +489,17 @@ std::optional<std::string> World::Divergence() {
         algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindowCounter;
     // Near keys' log entries expire by each node's clock; far keys outlive the run.
     if (algorithm == Algorithm::kTokenBucket || (!counting && key.kind != LoadKind::kFar)) continue;
+    // An empty state is no state: nothing counted, or every entry expired.
+    const auto read = [&](NodeId id, KeySnapshot* snapshot) {
+      if (!Running(id)->limiter().Read(key.key, key.spec, snapshot).ok()) return false;
+      return counting ? !snapshot->counts.current.empty() || !snapshot->counts.previous.empty()
+                      : !snapshot->log.empty();
+    };
     KeySnapshot first;
-    const bool first_found = Running(running[0])->limiter().Read(key.key, key.spec, &first).ok();
+    const bool first_found = read(running[0], &first);
     for (size_t i = 1; i < running.size(); ++i) {
       KeySnapshot other;
-      const bool found = Running(running[i])->limiter().Read(key.key, key.spec, &other).ok();
+      const bool found = read(running[i], &other);
       if (found && first_found && counting &&
           other.counts.window_index != first.counts.window_index) {
         continue;  // a window ended at one and not yet at the other
@@ -494,11 +507,15 @@ std::optional<std::string> World::Divergence() {
       const bool same =
           found == first_found &&
           (!found || (counting ? other.counts == first.counts : other.log == first.log));
-      if (!same) {
-        return "key '" + key.key + "': node " + std::to_string(running[0]) + " holds " +
-               Describe(first_found, first) + ", node " + std::to_string(running[i]) + " " +
-               Describe(found, other);
+      if (same) continue;
+      std::string what = "key '" + key.key + "' differs:";
+      for (size_t j = 0; j < running.size() && j < 8; ++j) {
+        KeySnapshot held;
+        const bool held_found = read(running[j], &held);
+        what +=
+            " node " + std::to_string(running[j]) + " holds " + Describe(held_found, held) + ";";
       }
+      return what;
     }
   }
   return std::nullopt;
@@ -523,11 +540,15 @@ void World::CheckEnd() {
       const auto state = view.find(other);
       if (slot.node && (state == view.end() || state->second != protocol::MemberState::kAlive)) {
         return Fail("node " + std::to_string(id) + " does not see running node " +
-                    std::to_string(other) + " alive");
+                    std::to_string(other) + " alive: " +
+                    (state == view.end() ? std::string("unknown")
+                                         : std::string(protocol::MemberStateName(state->second))));
       }
-      if (slot.left && state != view.end() && state->second != protocol::MemberState::kLeft) {
+      // A member that left is gone: left, or dead where its leave was cut off.
+      if (slot.left && state != view.end() && state->second != protocol::MemberState::kLeft &&
+          state->second != protocol::MemberState::kDead) {
         return Fail("node " + std::to_string(id) + " does not see node " + std::to_string(other) +
-                    " as left");
+                    " gone: " + std::string(protocol::MemberStateName(state->second)));
       }
       if (!slot.node || slot.restarts.empty()) continue;
       const uint64_t run = slot.restarts.back();
