@@ -173,6 +173,7 @@ void World::Start(NodeId id, std::vector<NodeId> seeds) {
   SimNode::Config config = options_.node;
   config.id = id;
   config.seeds = std::move(seeds);
+  config.break_repair = options_.break_repair;
   slot.started_ms = events_.now_ms();
   slot.round_at_ms = INT64_MAX;
   slot.followed_events = UINT64_MAX;
