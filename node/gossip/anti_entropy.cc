@@ -49,7 +49,9 @@ void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64
 std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions) {
   std::vector<uint32_t> ranges;
   for (uint32_t range = 0; range < versions.size(); ++range) {
-    if (versions[range].quiet && versions[range].version != 0) ranges.push_back(range);
+    if (versions[range].quiet && versions[range].version != KeyRange{}.version) {
+      ranges.push_back(range);
+    }
   }
   return ranges;
 }

@@ -75,8 +75,9 @@ inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {
 // Every range's version and whether it is quiet (index: the range).
 std::vector<Limiter::RangeVersion> AllRangeVersions(Limiter& limiter, int64_t quiet_ms);
 
-// The ranges that are quiet and have changed at all (version not 0), in
-// order: the only ones whose digests may be due (LinkSync::DigestsDue).
+// The ranges that are quiet and have changed at all (their version is not
+// KeyRange's first), in order: the only ones whose digests may be due
+// (LinkSync::DigestsDue).
 std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions);
 
 // A run [first, end) of sorted ranges that lie in one shard.

@@ -10,11 +10,11 @@ void LinkSync::Connected() {
 
 uint64_t LinkSync::Told(uint32_t range) const {
   const auto told = told_versions_.find(range);
-  return told == told_versions_.end() ? 0 : told->second;
+  return told == told_versions_.end() ? kUnchanged : told->second;
 }
 
 void LinkSync::SetTold(uint32_t range, uint64_t version) {
-  if (version == 0) {
+  if (version == kUnchanged) {
     told_versions_.erase(range);
   } else {
     told_versions_[range] = version;
@@ -44,7 +44,7 @@ std::vector<protocol::RangeDigest> LinkSync::TakeDigests(
 }
 
 void LinkSync::AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later) {
-  for (const uint32_t range : later) SetTold(range, 0);
+  for (const uint32_t range : later) SetTold(range, kNotTold);
   for (const uint32_t range : want) {
     if (range < Limiter::range_count()) wanted_ranges_.push_back(range);
   }

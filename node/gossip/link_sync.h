@@ -54,16 +54,21 @@ class LinkSync {
   Piece Next(Limiter& limiter, size_t max_frame_bytes, std::vector<std::string>* frames);
 
  private:
-  // What the peer was told of a range (0: nothing on this connection yet).
+  // A range's version before anything changed it: it holds nothing, so a
+  // peer needs no word of it.
+  static constexpr uint64_t kUnchanged = KeyRange{}.version;
+  // A version no range has: its digest goes at the next interval.
+  static constexpr uint64_t kNotTold = 0;
+  // What the peer was told of a range (kUnchanged: nothing, nor needs it).
   uint64_t Told(uint32_t range) const;
   void SetTold(uint32_t range, uint64_t version);
 
   int sync_shard_ = -1;  // the next shard of a full sync in progress; -1: none
   // By range, the version (Limiter::RangeVersion) the peer had in full, or
   // had the digest of, when this link last sent it: anti-entropy tells it
-  // of a range again once the version moved. Only versions other than 0
-  // (a range never changed): a link costs what its ranges hold, not 4,096
-  // entries, in a cluster of many members.
+  // of a range again once the version moved. Only ranges that ever changed
+  // (not kUnchanged): a link costs what its ranges hold, not 4,096 entries,
+  // in a cluster of many members.
   absl::flat_hash_map<uint32_t, uint64_t> told_versions_;
   // Ranges the peer wants whole (AnswerReceived).
   std::deque<uint32_t> wanted_ranges_;
