@@ -343,25 +343,20 @@ uint64_t Limiter::RangeDigests(size_t shard_index, int64_t ref_ms, std::span<uin
   return current;
 }
 
-void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink,
-                             std::span<uint64_t> versions) {
+void Limiter::CollectReplica(size_t shard_index, const SnapshotSink& sink) {
   KeySnapshot scratch;
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
   shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()), kRangesPerShard,
                        &scratch, sink);
-  for (size_t i = 0; i < kRangesPerShard && i < versions.size(); ++i) {
-    versions[i] = shard.ranges[i].version;
-  }
 }
 
-uint64_t Limiter::CollectRange(size_t range, const SnapshotSink& sink) {
+void Limiter::CollectRange(size_t range, const SnapshotSink& sink) {
   KeySnapshot scratch;
   Shard& shard = shards_[range / kRangesPerShard];
   std::lock_guard<std::mutex> lock(shard.mu);
   shard.CollectReplica(options_.node_id, shard.Now(options_.clock->WallMs()),
                        range % kRangesPerShard, &scratch, sink);
-  return shard.ranges[range % kRangesPerShard].version;
 }
 
 size_t Limiter::SweepExpired() {

@@ -202,11 +202,9 @@ class Limiter {
   // (its digest is that of its state when computed).
   uint64_t RangeDigests(size_t shard, int64_t ref_ms, std::span<uint64_t> out);
   // Hands the sink every node's state of every live replicated key of one
-  // shard, or of one range (0 .. range_count() - 1), and returns the
-  // version each range had (versions: kRangesPerShard; CollectRange: its
-  // range's).
-  void CollectReplica(size_t shard, const SnapshotSink& sink, std::span<uint64_t> versions);
-  uint64_t CollectRange(size_t range, const SnapshotSink& sink);
+  // shard, or of one range (0 .. range_count() - 1).
+  void CollectReplica(size_t shard, const SnapshotSink& sink);
+  void CollectRange(size_t range, const SnapshotSink& sink);
 
   // Frees every key whose state has expired. Returns how many were freed.
   size_t SweepExpired();

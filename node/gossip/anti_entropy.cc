@@ -46,14 +46,19 @@ void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64
   }
 }
 
-std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions) {
-  std::vector<uint32_t> ranges;
+std::vector<uint32_t> DigestLedger::Due(std::span<const Limiter::RangeVersion> versions) const {
+  std::vector<uint32_t> due;
   for (uint32_t range = 0; range < versions.size(); ++range) {
-    if (versions[range].quiet && versions[range].version != KeyRange{}.version) {
-      ranges.push_back(range);
-    }
+    const uint64_t sent = range < sent_.size() ? sent_[range] : KeyRange{}.version;
+    if (versions[range].quiet && versions[range].version != sent) due.push_back(range);
   }
-  return ranges;
+  return due;
+}
+
+void DigestLedger::Sent(std::span<const uint32_t> ranges,
+                        std::span<const Limiter::RangeVersion> versions) {
+  if (sent_.empty()) sent_.assign(Limiter::range_count(), KeyRange{}.version);
+  for (const uint32_t range : ranges) sent_[range] = versions[range].version;
 }
 
 void RangeAskBudget::Limit(int64_t ref_ms, NodeId peer, std::vector<uint32_t>* want,

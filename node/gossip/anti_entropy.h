@@ -75,10 +75,25 @@ inline int64_t DigestRefMs(int64_t wall_ms, int64_t interval_ms) {
 // Every range's version and whether it is quiet (index: the range).
 std::vector<Limiter::RangeVersion> AllRangeVersions(Limiter& limiter, int64_t quiet_ms);
 
-// The ranges that are quiet and have changed at all (their version is not
-// KeyRange's first), in order: the only ones whose digests may be due
-// (LinkSync::DigestsDue).
-std::vector<uint32_t> QuietRanges(std::span<const Limiter::RangeVersion> versions);
+// Which ranges' digests this node's peers are owed: a quiet range whose
+// version moved since its digest last went out goes to every peer at the
+// next interval, once. A peer that was not reached then (its link down, or
+// syncing) gets a full sync instead; one that answered `later` gets the
+// digest again (LinkSync). So what a node keeps for anti-entropy is one
+// version per range, whatever the number of its peers.
+class DigestLedger {
+ public:
+  // The quiet ranges whose version moved since their digests went out, in
+  // order (versions: every range's).
+  std::vector<uint32_t> Due(std::span<const Limiter::RangeVersion> versions) const;
+  // The digests of `ranges` went out at their versions now.
+  void Sent(std::span<const uint32_t> ranges, std::span<const Limiter::RangeVersion> versions);
+
+ private:
+  // By range, the version whose digest last went out; empty until Sent
+  // (every range at KeyRange's first version: it holds nothing).
+  std::vector<uint64_t> sent_;
+};
 
 // A run [first, end) of sorted ranges that lie in one shard.
 struct ShardRun {

@@ -240,10 +240,10 @@ struct Gossip::Impl {
     const std::vector<Limiter::RangeVersion> versions =
         AllRangeVersions(limiter, QuietMs(shared.options.interval_ms));
     std::vector<std::pair<std::shared_ptr<PeerLink>, std::vector<uint32_t>>> due;
-    const std::vector<uint32_t> candidates = QuietRanges(versions);
+    std::vector<uint32_t> due_everywhere = digest_ledger.Due(versions);
     std::vector<bool> wanted(Limiter::range_count());
     for (const auto& [address, link] : links) {
-      std::vector<uint32_t> ranges = link->DigestsDue(versions, candidates);
+      std::vector<uint32_t> ranges = link->DigestsDue(due_everywhere, versions);
       for (const uint32_t range : ranges) wanted[range] = true;
       due.emplace_back(link, std::move(ranges));
     }
@@ -264,8 +264,10 @@ struct Gossip::Impl {
     for (auto& [link, link_ranges] : due) {
       // A range that changed since its digest at ref_ms waits for the next interval.
       std::erase_if(link_ranges, [&](uint32_t range) { return !current[range]; });
-      if (!stopping) link->SendDigests(ref_ms, link_ranges, digests, versions);
+      if (!stopping) link->SendDigests(ref_ms, link_ranges, digests);
     }
+    std::erase_if(due_everywhere, [&](uint32_t range) { return !current[range]; });
+    digest_ledger.Sent(due_everywhere, versions);
     digests_running = false;
   }
 
@@ -470,6 +472,7 @@ struct Gossip::Impl {
   bool digests_running = false;
   bool rechecking = false;                   // Recheck runs
   RangeAskBudget ask_budget;                 // the ranges asked for in this interval
+  DigestLedger digest_ledger;                // the ranges whose digests the peers are owed
   std::optional<MemberProbes> probes;        // from Start
   std::promise<void>* leave_done = nullptr;  // Leave waits for this
   int64_t leave_deadline_ms = 0;

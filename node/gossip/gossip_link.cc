@@ -254,15 +254,15 @@ void PeerLink::ResyncAll() {
   PumpSync();
 }
 
-std::vector<uint32_t> PeerLink::DigestsDue(const std::vector<Limiter::RangeVersion>& versions,
-                                           std::span<const uint32_t> candidates) const {
+std::vector<uint32_t> PeerLink::DigestsDue(
+    std::span<const uint32_t> due_everywhere,
+    const std::vector<Limiter::RangeVersion>& versions) const {
   if (!up_) return {};
-  return sync_.DigestsDue(versions, candidates);
+  return sync_.DigestsDue(due_everywhere, versions);
 }
 
 void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
-                           const std::vector<uint64_t>& digests,
-                           const std::vector<Limiter::RangeVersion>& versions) {
+                           const std::vector<uint64_t>& digests) {
   if (!up_) return;
   // This node forgot state since it last told this peer: the peer sends it
   // everything again (PeerSession, kResync), as after a reconnect.
@@ -271,7 +271,7 @@ void PeerLink::SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
     Enqueue(FrameOf(&protocol::EncodeResync));
   }
   if (due.empty() || sync_.syncing()) return;  // a full sync under way sends everything
-  const std::vector<protocol::RangeDigest> message = sync_.TakeDigests(due, digests, versions);
+  const std::vector<protocol::RangeDigest> message = sync_.TakeDigests(due, digests);
   auto frame = std::make_shared<std::string>();
   protocol::EncodeDigests(ref_ms, message, frame.get());
   GossipShared::Add(shared_.digests_sent, message.size());

@@ -186,16 +186,13 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // full sync that starts now (over, if one is under way).
   void ResyncAll();
   // Anti-entropy (node/gossip/anti_entropy.h). The ranges whose digests the
-  // peer should get now: quiet, and changed since it last had them or their
-  // digest (versions: every range's). None while the link is down or its
-  // full sync is under way (LinkSync::DigestsDue).
-  std::vector<uint32_t> DigestsDue(const std::vector<Limiter::RangeVersion>& versions,
-                                   std::span<const uint32_t> candidates) const;
+  // peer should get now (LinkSync::DigestsDue); none while the link is down.
+  std::vector<uint32_t> DigestsDue(std::span<const uint32_t> due_everywhere,
+                                   const std::vector<Limiter::RangeVersion>& versions) const;
   // Sends those ranges' digests (digests: by range; at least those) at
   // ref_ms, and tells the peer first if this node forgot state (kResync).
   void SendDigests(int64_t ref_ms, std::span<const uint32_t> due,
-                   const std::vector<uint64_t>& digests,
-                   const std::vector<Limiter::RangeVersion>& versions);
+                   const std::vector<uint64_t>& digests);
   // The peer's answer: `want` goes whole; `later`'s digests go again next time.
   void AnswerReceived(std::span<const uint32_t> want, std::span<const uint32_t> later);
   bool up() const { return up_; }

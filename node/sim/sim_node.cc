@@ -360,12 +360,12 @@ void SimNode::PumpSync(NodeId peer, Link& link) {
 void SimNode::SendDigests(int64_t ref_ms) {
   const std::vector<Limiter::RangeVersion> versions =
       AllRangeVersions(*limiter_, QuietMs(config_.interval_ms));
-  const std::vector<uint32_t> candidates = QuietRanges(versions);
+  std::vector<uint32_t> due_everywhere = digest_ledger_.Due(versions);
   std::vector<std::pair<NodeId, std::vector<uint32_t>>> due;
   std::vector<bool> wanted(Limiter::range_count());
   for (const auto& [peer, link] : links_) {
     if (!link.up) continue;
-    std::vector<uint32_t> ranges = link.sync.DigestsDue(versions, candidates);
+    std::vector<uint32_t> ranges = link.sync.DigestsDue(due_everywhere, versions);
     for (const uint32_t range : ranges) wanted[range] = true;
     due.emplace_back(peer, std::move(ranges));
   }
@@ -385,13 +385,14 @@ void SimNode::SendDigests(int64_t ref_ms) {
     std::erase_if(peer_ranges, [&](uint32_t range) { return !current[range]; });
     Link& link = links_.at(peer);
     if (peer_ranges.empty() || link.sync.syncing()) continue;
-    const std::vector<protocol::RangeDigest> message =
-        link.sync.TakeDigests(peer_ranges, digests, versions);
+    const std::vector<protocol::RangeDigest> message = link.sync.TakeDigests(peer_ranges, digests);
     std::string frame;
     protocol::EncodeDigests(ref_ms, message, &frame);
     counters_.digests_sent += message.size();
     SendTo(peer, std::move(frame));
   }
+  std::erase_if(due_everywhere, [&](uint32_t range) { return !current[range]; });
+  digest_ledger_.Sent(due_everywhere, versions);
 }
 
 void SimNode::CompareDigests(NodeId from, protocol::PeerMessage& message) {

@@ -194,6 +194,7 @@ class SimNode {
   uint64_t table_version_ = 0;
   size_t cluster_size_ = 1;
   RangeAskBudget ask_budget_;
+  DigestLedger digest_ledger_;
   bool flush_deferred_ = false;
   bool serving_ = false;
   int64_t started_ms_ = 0;

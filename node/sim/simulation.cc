@@ -180,8 +180,9 @@ void World::Start(NodeId id, std::vector<NodeId> seeds) {
   ++slot.run;
   slot.dialing.clear();
   slot.backoff_ms.clear();
+  // Memory-only nodes unless crashes may strike: a store costs a copy of every key.
   slot.node = std::make_unique<SimNode>(
-      config, &events_, &slot.store, slot.offset_ms,
+      config, &events_, options_.faults.crash ? &slot.store : nullptr, slot.offset_ms,
       [this, id](NodeId to, const Frame& frame) {
         if (options_.break_repair && random_.Below(1000) < kBugDropPermille && IsDelta(frame)) {
           return;

@@ -69,38 +69,44 @@ TEST_CASE("link sync: a new connection gets every shard, then syncDone, then not
   CHECK(frames.empty());
 }
 
-// After the full sync the peer has every range's version: no digest is due
-// until a range changes, and a range it wants goes whole once.
-TEST_CASE("link sync: digests are due for changed quiet ranges; a wanted range goes once") {
+// A quiet range that changed is due at every peer once; a range the peer
+// answered `later` goes to that peer again; a wanted range goes whole once.
+TEST_CASE("digest ledger and link sync: each change's digest once, again when later") {
   ManualClock clock(kWallMs);
   Limiter limiter(Replicating(&clock));
   const LimitSpec spec{Algorithm::kFixedWindow, 10, 60'000};
+  DigestLedger ledger;
+  std::vector<Limiter::RangeVersion> versions = AllRangeVersions(limiter, 200);
+  CHECK(ledger.Due(versions).empty());  // nothing ever changed
   Decision decision;
   REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
+  CHECK(ledger.Due(AllRangeVersions(limiter, 200)).empty());  // not quiet yet
+  clock.AdvanceMs(10'000);
+  versions = AllRangeVersions(limiter, 200);
+  const std::vector<uint32_t> due = ledger.Due(versions);
+  REQUIRE(due.size() == 1);
   LinkSync sync;
   sync.Connected();
+  CHECK(sync.DigestsDue(due, versions).empty());  // its full sync sends everything
   std::vector<std::string> frames;
   while (sync.Next(limiter, 256 * 1024, &frames) != LinkSync::Piece::kSyncDone) {
   }
-  clock.AdvanceMs(10'000);  // quiet
-  std::vector<Limiter::RangeVersion> versions = AllRangeVersions(limiter, 200);
-  CHECK(sync.DigestsDue(versions, QuietRanges(versions)).empty());
-  REQUIRE(limiter.Check("k", spec, 1, &decision).ok());
-  clock.AdvanceMs(10'000);
-  versions = AllRangeVersions(limiter, 200);
-  const std::vector<uint32_t> due = sync.DigestsDue(versions, QuietRanges(versions));
-  REQUIRE(due.size() == 1);
+  CHECK(sync.DigestsDue(due, versions) == due);
   const std::vector<uint64_t> digests(Limiter::range_count(), 7);
-  CHECK(sync.TakeDigests(due, digests, versions).size() == 1);
-  CHECK(sync.DigestsDue(versions, QuietRanges(versions)).empty());  // told
+  CHECK(sync.TakeDigests(due, digests).size() == 1);
+  ledger.Sent(due, versions);
+  CHECK(ledger.Due(versions).empty());  // sent: due again only when it changes
+  CHECK(sync.DigestsDue({}, versions).empty());
   sync.AnswerReceived(due, {});
   frames.clear();
   CHECK(sync.Next(limiter, 256 * 1024, &frames) == LinkSync::Piece::kRange);
   CHECK(Kinds(frames) == std::vector{protocol::PeerMessageKind::kState});
   frames.clear();
   CHECK(sync.Next(limiter, 256 * 1024, &frames) == LinkSync::Piece::kNothing);
-  sync.AnswerReceived({}, due);  // "later": its digest goes again
-  CHECK(sync.DigestsDue(versions, QuietRanges(versions)) == due);
+  sync.AnswerReceived({}, due);  // "later": to this peer again
+  CHECK(sync.DigestsDue({}, versions) == due);
+  CHECK(sync.TakeDigests(due, digests).size() == 1);
+  CHECK(sync.DigestsDue({}, versions).empty());
 }
 
 // A node asks each peer for at most kMostRangesAskedPerPeer ranges an

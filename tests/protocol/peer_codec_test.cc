@@ -555,9 +555,8 @@ TEST_CASE("peer codec: duplicated, replayed and reordered state changes nothing"
       std::vector<std::string> out;
       const auto add = [&](const KeySnapshot& s) { encoder.Add(s, &out); };
       if (round % 10 == 9) {
-        uint64_t versions[kRangesPerShard];
         for (size_t shard = 0; shard < Limiter::shard_count(); ++shard)
-          sender->CollectReplica(shard, add, versions);
+          sender->CollectReplica(shard, add);
       } else {
         sender->CollectGossip(add);
       }
