@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "node/common/version.h"
 #include "node/sim/simulation.h"
 
 namespace {
@@ -135,6 +136,7 @@ void PrintTable(const SimOptions& options, const SimReport& report) {
 int main(int argc, char** argv) {
   CLI::App app{
       "tally-sim: tallyd's code at N simulated nodes, faults from a seed, invariants checked"};
+  app.set_version_flag("--version", tally::VersionLine("tally-sim"));
   SimOptions options;
   std::string nodes = "3", seeds, faults = "none", mode = "default";
   bool json = false;
