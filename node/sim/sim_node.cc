@@ -104,11 +104,16 @@ void SimNode::Round() {
     SendFrames(relayer, delta.frames);
     counters_.delta_entries_sent += delta.entries;
   }
+  // One copy of each frame, whatever the number of peers.
+  std::vector<Frame> to_every_peer;
+  for (const std::string& frame : deltas.to_every_peer.frames) {
+    to_every_peer.push_back(std::make_shared<const std::string>(frame));
+  }
   bool all_up = true;
   for (const auto& [peer, link] : links_) {
     all_up = all_up && link.up;
-    if (!link.up || deltas.to_every_peer.frames.empty()) continue;
-    SendFrames(peer, deltas.to_every_peer.frames);
+    if (!link.up || to_every_peer.empty()) continue;
+    for (const Frame& frame : to_every_peer) send_(peer, frame);
     counters_.delta_entries_sent += deltas.to_every_peer.entries;
   }
   std::vector<MemberAgent::Outgoing> out;
