@@ -52,19 +52,16 @@ LinkSync::Piece LinkSync::Next(Limiter& limiter, size_t max_frame_bytes,
     protocol::EncodeSyncDone(&frames->back());
     return Piece::kSyncDone;
   }
+  if (sync_shard_ < 0 && wanted_ranges_.empty()) return Piece::kNothing;
   protocol::PeerStateEncoder encoder(limiter.node_id(), /*full=*/true, max_frame_bytes);
   const auto add = [&](const KeySnapshot& snapshot) { encoder.Add(snapshot, frames); };
-  Piece piece = Piece::kNothing;
+  Piece piece = Piece::kSyncShard;
   if (sync_shard_ >= 0) {
     limiter.CollectReplica(static_cast<size_t>(sync_shard_++), add);
-    piece = Piece::kSyncShard;
-  } else if (!wanted_ranges_.empty()) {
-    const uint32_t range = wanted_ranges_.front();
-    wanted_ranges_.pop_front();
-    limiter.CollectRange(range, add);
-    piece = Piece::kRange;
   } else {
-    return Piece::kNothing;
+    limiter.CollectRange(wanted_ranges_.front(), add);
+    wanted_ranges_.pop_front();
+    piece = Piece::kRange;
   }
   encoder.Finish(frames);
   return piece;
