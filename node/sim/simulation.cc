@@ -281,13 +281,18 @@ void World::Serve(const Request& request) {
   if (failed_) return;
   const std::vector<NodeId> running = RunningIds();
   if (running.empty()) return;
+  const SimKey& key = workload_.keys()[request.key];
   SimNode* node = nullptr;
+  // A far key's client mostly reaches its own node (a sticky balancer); the rest go anywhere.
+  if (key.kind == LoadKind::kFar && random_.Chance(options_.workload.far_affinity)) {
+    SimNode* const home = Running(running[request.key % running.size()]);
+    if (home->serving()) node = home;
+  }
   for (int attempt = 0; attempt < 3 && node == nullptr; ++attempt) {
     SimNode* const candidate = Running(running[random_.Below(running.size())]);
     if (candidate->serving()) node = candidate;
   }
   if (node == nullptr) return;  // the client's retries found none serving
-  const SimKey& key = workload_.keys()[request.key];
   Decision decision;
   if (!node->Check(key.key, key.spec, 1, &decision).ok()) return;
   ++report_.decisions;

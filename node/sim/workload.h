@@ -2,8 +2,9 @@
 // benchmark: steady overload (2x and 10x a key's limit), Poisson demand
 // below it (0.5x), bursts on fresh keys (5x the limit within 20 ms, at every
 // node), and many far keys picked by a zipf law (a key's limit far above its
-// demand), for each algorithm asked for. Each request goes to a node picked
-// uniformly among those that serve.
+// demand), for each algorithm asked for. A request goes to a node picked
+// uniformly among those that serve; a far key's mostly to its own node
+// (far_affinity).
 //
 // Thread safety: none (the simulation is single-threaded).
 #pragma once
@@ -22,9 +23,13 @@ struct WorkloadOptions {
                                        Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
   uint64_t limit = 100;  // near keys' limit per window
   int64_t window_ms = 1'000;
-  size_t far_keys = 1'000;      // per algorithm
-  double far_rate_per_s = 200;  // all far keys of an algorithm together
+  size_t far_keys = 250;        // per algorithm
+  double far_rate_per_s = 50;   // all far keys of an algorithm together
   uint64_t far_limit = 100'000;
+  // The share of a far key's requests that reach the key's own node, as
+  // behind a sticky balancer (the rest reach any node): so most far keys
+  // are admitted by a few nodes, the common case.
+  double far_affinity = 0.9;
   // Far keys' window: an hour, so that their counts outlive a run and the
   // simulation can see every node converge on them.
   int64_t far_window_ms = 3'600'000;
