@@ -23,8 +23,8 @@ struct WorkloadOptions {
                                        Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket};
   uint64_t limit = 100;  // near keys' limit per window
   int64_t window_ms = 1'000;
-  size_t far_keys = 250;        // per algorithm
-  double far_rate_per_s = 50;   // all far keys of an algorithm together
+  size_t far_keys = 250;       // per algorithm
+  double far_rate_per_s = 50;  // all far keys of an algorithm together
   uint64_t far_limit = 100'000;
   // The share of a far key's requests that reach the key's own node, as
   // behind a sticky balancer (the rest reach any node): so most far keys
