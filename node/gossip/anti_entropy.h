@@ -4,18 +4,16 @@
 //
 // Every full_sync_interval_ms of wall time, at the same instants on every
 // node, a link sends its peer the digests (node/engine/range_digest.h) of the
-// ranges that changed since the peer last had them or their digest, once
-// they are quiet: every change to them has had time to reach the peer
-// (Limiter::RangeVersion). The peer compares each with its own digest of the
-// range at the same reference time, if the range is quiet there too. Those
-// that differ, or that are not quiet there yet, it compares again RecheckMs
-// later, and answers then: with those that still differ (the link sends
-// them whole) and those still not quiet (their digests go again at the next
-// interval).
-// Digests are computed one shard at a time (a shard's lock is held for one
-// pass over its keys), so that callers can let other work run in between,
-// and at most once per shard and reference time: a range that changes
-// after that waits for the next interval.
+// ranges that changed since their digests last went out (DigestLedger), or
+// that the peer answered it would compare later, once they are quiet: every
+// change to them has had time to reach the peer (Limiter::RangeVersion). The peer compares each
+// with its own digest of the range at the same reference time, if the range is quiet there too.
+// Those that differ, or that are not quiet there yet, it compares again RecheckMs later, and
+// answers then: with those that still differ (the link sends them whole) and those still not quiet
+// (their digests go again at the next interval). Digests are computed one shard at a time (a
+// shard's lock is held for one pass over its keys), so that callers can let other work run in
+// between, and at most once per shard and reference time: a range that changes after that waits for
+// the next interval.
 //
 // Thread safety: functions of the Limiter's state, which is thread-safe.
 #pragma once

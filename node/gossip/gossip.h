@@ -26,7 +26,7 @@
 // shard, then syncDone), then every interval_ms a delta (the keys admitted
 // to here since the last round, this node's own slots and new stamps
 // only), and every full_sync_interval_ms anti-entropy: the digests of the
-// key ranges that changed since the peer last had them, and the ranges
+// key ranges that changed since their digests last went out, and the ranges
 // whose digests the peer found to differ (node/gossip/anti_entropy.h). A
 // link with nothing to send sends nothing: TCP keepalive ends a connection
 // whose peer vanished. Rounds rest while there is nothing to send, every
