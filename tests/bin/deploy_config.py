@@ -79,7 +79,12 @@ def localize(text, root):
     own_host = settings.get("gossip-address", settings.get("address", "127.0.0.1"))
 
     def port(host, number):
-        return ports.setdefault((host, int(number)), free_port())
+        # Two picks may get the same port: each is free once the other's probe closed.
+        while (host, int(number)) not in ports:
+            candidate = free_port()
+            if candidate not in ports.values():
+                ports[(host, int(number))] = candidate
+        return ports[(host, int(number))]
 
     def value(key, old):
         if key.endswith("port"):
