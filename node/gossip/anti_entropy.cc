@@ -23,10 +23,23 @@ std::vector<ShardRun> ShardRuns(std::span<const uint32_t> ranges) {
   return runs;
 }
 
-uint64_t ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms,
-                      std::vector<uint64_t>* digests) {
-  return limiter.RangeDigests(
-      shard, ref_ms, std::span(*digests).subspan(shard * kRangesPerShard, kRangesPerShard));
+IntervalDigests::IntervalDigests(const std::vector<bool>& wanted)
+    : digests(Limiter::range_count()), current(Limiter::range_count()) {
+  for (uint32_t range = 0; range < wanted.size(); ++range) {
+    if (wanted[range]) ranges_.push_back(range);
+  }
+  runs = ShardRuns(ranges_);
+}
+
+void IntervalDigests::Compute(Limiter& limiter, const ShardRun& run, int64_t ref_ms) {
+  const size_t first = run.shard * kRangesPerShard;
+  const uint64_t mask =
+      limiter.RangeDigests(run.shard, ref_ms, std::span(digests).subspan(first, kRangesPerShard));
+  for (size_t i = 0; i < kRangesPerShard; ++i) current[first + i] = (mask >> i & 1) != 0;
+}
+
+void IntervalDigests::KeepCurrent(std::vector<uint32_t>* ranges) const {
+  std::erase_if(*ranges, [&](uint32_t range) { return !current[range]; });
 }
 
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
@@ -43,6 +56,17 @@ void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64
     } else if (own[i] != digest.digest) {
       want->push_back(digest.range);
     }
+  }
+}
+
+void CompareDigests(Limiter& limiter, int64_t quiet_ms, int64_t ref_ms,
+                    std::span<const protocol::RangeDigest> digests, std::vector<uint32_t>* want,
+                    std::vector<uint32_t>* later) {
+  std::vector<uint32_t> ranges;
+  for (const protocol::RangeDigest& digest : digests) ranges.push_back(digest.range);
+  for (const ShardRun& run : ShardRuns(ranges)) {
+    CompareShardDigests(limiter, run.shard, quiet_ms, ref_ms,
+                        digests.subspan(run.first, run.end - run.first), want, later);
   }
 }
 

@@ -101,11 +101,25 @@ struct ShardRun {
 };
 std::vector<ShardRun> ShardRuns(std::span<const uint32_t> ranges);
 
-// The digests at ref_ms of the shard's ranges into digests[range] (digests:
-// one per range of the Limiter); returns which hold their state now
-// (Limiter::RangeDigests).
-uint64_t ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms,
-                      std::vector<uint64_t>* digests);
+// The digests of one anti-entropy interval, computed once for every link:
+// the ranges any link needs (`wanted`, by range), computed one shard at a
+// time (Compute each of `runs`, so that a caller may let other work run in
+// between); then each link keeps the ranges whose digest holds their state.
+struct IntervalDigests {
+  explicit IntervalDigests(const std::vector<bool>& wanted);
+  // The digests at ref_ms of the run's ranges (Limiter::RangeDigests).
+  void Compute(Limiter& limiter, const ShardRun& run, int64_t ref_ms);
+  // Drops the ranges that changed since their digest at ref_ms: they wait
+  // for the next interval.
+  void KeepCurrent(std::vector<uint32_t>* ranges) const;
+
+  std::vector<ShardRun> runs;
+  std::vector<uint64_t> digests;  // by range
+  std::vector<bool> current;      // by range: its digest holds its state
+
+ private:
+  std::vector<uint32_t> ranges_;  // the wanted ranges, in order (runs index it)
+};
 
 // Compares a peer's digests of ranges in one shard with this node's: *want
 // gets the ranges quiet here whose digests differ, *later those not quiet
@@ -113,5 +127,9 @@ uint64_t ShardDigests(Limiter& limiter, size_t shard, int64_t ref_ms,
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
                          std::span<const protocol::RangeDigest> digests,
                          std::vector<uint32_t>* want, std::vector<uint32_t>* later);
+// The same for digests of any shards (sorted by range), all in one go.
+void CompareDigests(Limiter& limiter, int64_t quiet_ms, int64_t ref_ms,
+                    std::span<const protocol::RangeDigest> digests, std::vector<uint32_t>* want,
+                    std::vector<uint32_t>* later);
 
 }  // namespace tally

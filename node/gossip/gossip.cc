@@ -247,26 +247,16 @@ struct Gossip::Impl {
       for (const uint32_t range : ranges) wanted[range] = true;
       due.emplace_back(link, std::move(ranges));
     }
-    std::vector<uint32_t> ranges;
-    for (uint32_t range = 0; range < wanted.size(); ++range) {
-      if (wanted[range]) ranges.push_back(range);
-    }
-    std::vector<uint64_t> digests(Limiter::range_count());
-    std::vector<bool> current(Limiter::range_count());  // the digest holds the range's state
-    const std::vector<ShardRun> runs = ShardRuns(ranges);
-    for (size_t i = 0; i < runs.size() && !stopping; ++i) {
+    IntervalDigests interval(wanted);
+    for (size_t i = 0; i < interval.runs.size() && !stopping; ++i) {
       if (i > 0) co_await asio::post(io, asio::use_awaitable);
-      const uint64_t mask = ShardDigests(limiter, runs[i].shard, ref_ms, &digests);
-      for (size_t j = 0; j < kRangesPerShard; ++j) {
-        current[runs[i].shard * kRangesPerShard + j] = (mask >> j & 1) != 0;
-      }
+      interval.Compute(limiter, interval.runs[i], ref_ms);
     }
     for (auto& [link, link_ranges] : due) {
-      // A range that changed since its digest at ref_ms waits for the next interval.
-      std::erase_if(link_ranges, [&](uint32_t range) { return !current[range]; });
-      if (!stopping) link->SendDigests(ref_ms, link_ranges, digests);
+      interval.KeepCurrent(&link_ranges);
+      if (!stopping) link->SendDigests(ref_ms, link_ranges, interval.digests);
     }
-    std::erase_if(due_everywhere, [&](uint32_t range) { return !current[range]; });
+    interval.KeepCurrent(&due_everywhere);
     digest_ledger.Sent(due_everywhere, versions);
     digests_running = false;
   }

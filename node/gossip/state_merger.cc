@@ -19,23 +19,26 @@ Status StateMerger::Merge(Limiter& limiter, NodeId from, const protocol::PeerMes
       }
       if (!decoder.Next(&batch_[pending])) break;
       if (++pending == kBatchKeys) {
-        MergeDecoded(limiter, pending, source, rejected, merged);
+        MergeDecoded(limiter, from, pending, source, rejected, merged);
         pending = 0;
       }
     }
     if (!decoder.status().ok()) {
-      MergeDecoded(limiter, pending, source, rejected, merged);  // the entries before the bad bytes
+      MergeDecoded(limiter, from, pending, source, rejected,
+                   merged);  // the entries before the bad bytes
       return decoder.status();
     }
   }
-  MergeDecoded(limiter, pending, source, rejected, merged);
+  MergeDecoded(limiter, from, pending, source, rejected, merged);
   return Status::OK();
 }
 
-void StateMerger::MergeDecoded(Limiter& limiter, size_t pending, MergeSource source,
+void StateMerger::MergeDecoded(Limiter& limiter, NodeId from, size_t pending, MergeSource source,
                                const Rejected& rejected, uint64_t* merged) {
   const std::span<Status> statuses(statuses_.data(), pending);
-  limiter.MergeBatch(std::span<const KeySnapshot>(batch_.data(), pending), statuses, source);
+  const std::span<const KeySnapshot> entries(batch_.data(), pending);
+  limiter.MergeBatch(entries, statuses, source);
+  if (merged_) merged_(from, entries);
   for (const Status& status : statuses) {
     if (status.ok()) {
       ++*merged;

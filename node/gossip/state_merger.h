@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "node/common/key_snapshot.h"
@@ -21,6 +22,11 @@ class StateMerger {
  public:
   // Called for each entry the Limiter refused, with why.
   using Rejected = std::function<void(const Status&)>;
+  // Called with each batch of entries from `from` once merged (a
+  // simulation's checks); empty: none.
+  using Merged = std::function<void(NodeId from, std::span<const KeySnapshot> entries)>;
+
+  explicit StateMerger(Merged merged = {}) : merged_(std::move(merged)) {}
 
   // Merges a kState message from `from`: a full sync as kSync; a delta sent
   // to be relayed as kRelay when this node relays (`relays`), else as kDelta.
@@ -32,8 +38,10 @@ class StateMerger {
  private:
   static constexpr size_t kBatchKeys = 1'024;
   // Merges batch_[0, pending) as from `source`.
-  void MergeDecoded(Limiter& limiter, size_t pending, MergeSource source, const Rejected& rejected,
-                    uint64_t* merged);
+  void MergeDecoded(Limiter& limiter, NodeId from, size_t pending, MergeSource source,
+                    const Rejected& rejected, uint64_t* merged);
+
+  const Merged merged_;
 
   // Decoded entries, at most kBatchKeys, then reused with their memory (no
   // allocation per message once warm).

@@ -30,8 +30,8 @@ SimNode::SimNode(const Config& config, EventQueue* events, SimStore* store, int6
       events_(events),
       store_(store),
       send_(std::move(send)),
-      merged_(std::move(merged)),
-      clock_(events, clock_offset_ms) {
+      clock_(events, clock_offset_ms),
+      merger_(std::move(merged)) {
   incarnation_ = static_cast<uint64_t>(WallMs());
   // As tallyd sets them up for a cluster (node/bin/tallyd_main.cc).
   Limiter::Options options;
@@ -164,15 +164,6 @@ void SimNode::Receive(NodeId from, std::string_view frame) {
       uint64_t merged = 0;
       (void)merger_.Merge(
           *limiter_, from, message, config_.relay, [](const Status&) {}, &merged);
-      if (merged_) {
-        decoded_.clear();
-        for (const protocol::PeerClassView& view : message.classes) {
-          protocol::PeerClassDecoder decoder(view, from);
-          KeySnapshot snapshot;
-          while (decoder.Next(&snapshot)) decoded_.push_back(snapshot);
-        }
-        merged_(from, decoded_);
-      }
       break;
     }
     case protocol::PeerMessageKind::kMembers: {
@@ -194,7 +185,7 @@ void SimNode::Receive(NodeId from, std::string_view frame) {
         PumpSync(from, link->second);
       }
       break;
-    case protocol::PeerMessageKind::kDigests: CompareDigests(from, message); break;
+    case protocol::PeerMessageKind::kDigests: ReceiveDigests(from, message); break;
     case protocol::PeerMessageKind::kRanges:
       if (auto link = links_.find(from); link != links_.end() && link->second.up) {
         link->second.sync.AnswerReceived(message.want, message.later);
@@ -216,14 +207,7 @@ void SimNode::LinkUp(NodeId peer, uint64_t peer_incarnation) {
   Link& link = found->second;
   link.up = true;
   link.peer_incarnation = peer_incarnation;
-  if (table_version_ != agent_->membership().records_version() || !table_) {
-    table_version_ = agent_->membership().records_version();
-    auto table = std::make_shared<std::string>();
-    protocol::EncodeMembers(agent_->membership().Records(), losses_->crash_losses(), nullptr,
-                            table.get());
-    table_ = std::move(table);
-  }
-  send_(peer, table_);
+  send_(peer, TableFrame());
   link.sync.Connected();  // a new connection gets everything
   PumpSync(peer, link);
   if (const auto pending = pending_answers_.find(peer); pending != pending_answers_.end()) {
@@ -237,6 +221,17 @@ void SimNode::LinkUp(NodeId peer, uint64_t peer_incarnation) {
   std::vector<MemberAgent::Outgoing> out;
   agent_->LinkUp(peer, &out);
   Deliver(out);
+}
+
+Frame SimNode::TableFrame() {
+  if (!table_ || table_version_ != agent_->membership().records_version()) {
+    table_version_ = agent_->membership().records_version();
+    auto table = std::make_shared<std::string>();
+    protocol::EncodeMembers(agent_->membership().Records(), losses_->crash_losses(), nullptr,
+                            table.get());
+    table_ = std::move(table);
+  }
+  return table_;
 }
 
 void SimNode::LinkDown(NodeId peer) {
@@ -261,15 +256,11 @@ void SimNode::Flush(size_t max_records) {
 
 void SimNode::Leave() {
   agent_->membership().Leave(WallMs());
-  table_ = nullptr;
   leaving_ = true;
   flush_deferred_ = true;
-  for (auto& [peer, link] : links_) {
-    if (!link.up) continue;
-    auto table = std::make_shared<std::string>();
-    protocol::EncodeMembers(agent_->membership().Records(), losses_->crash_losses(), nullptr,
-                            table.get());
-    send_(peer, table);
+  const Frame table = TableFrame();
+  for (const auto& [peer, link] : links_) {
+    if (link.up) send_(peer, table);
   }
   Round();
   Flush();
@@ -374,45 +365,32 @@ void SimNode::SendDigests(int64_t ref_ms) {
     for (const uint32_t range : ranges) wanted[range] = true;
     due.emplace_back(peer, std::move(ranges));
   }
-  std::vector<uint32_t> ranges;
-  for (uint32_t range = 0; range < wanted.size(); ++range) {
-    if (wanted[range]) ranges.push_back(range);
-  }
-  std::vector<uint64_t> digests(Limiter::range_count());
-  std::vector<bool> current(Limiter::range_count());
-  for (const ShardRun& run : ShardRuns(ranges)) {
-    const uint64_t mask = ShardDigests(*limiter_, run.shard, ref_ms, &digests);
-    for (size_t j = 0; j < kRangesPerShard; ++j) {
-      current[run.shard * kRangesPerShard + j] = (mask >> j & 1) != 0;
-    }
-  }
+  IntervalDigests interval(wanted);
+  for (const ShardRun& run : interval.runs) interval.Compute(*limiter_, run, ref_ms);
   for (auto& [peer, peer_ranges] : due) {
-    std::erase_if(peer_ranges, [&](uint32_t range) { return !current[range]; });
+    interval.KeepCurrent(&peer_ranges);
     Link& link = links_.at(peer);
     if (peer_ranges.empty() || link.sync.syncing()) continue;
-    const std::vector<protocol::RangeDigest> message = link.sync.TakeDigests(peer_ranges, digests);
+    const std::vector<protocol::RangeDigest> message =
+        link.sync.TakeDigests(peer_ranges, interval.digests);
     std::string frame;
     protocol::EncodeDigests(ref_ms, message, &frame);
     counters_.digests_sent += message.size();
     SendTo(peer, std::move(frame));
   }
-  std::erase_if(due_everywhere, [&](uint32_t range) { return !current[range]; });
+  interval.KeepCurrent(&due_everywhere);
   digest_ledger_.Sent(due_everywhere, versions);
 }
 
-void SimNode::CompareDigests(NodeId from, protocol::PeerMessage& message) {
+void SimNode::ReceiveDigests(NodeId from, protocol::PeerMessage& message) {
   std::vector<protocol::RangeDigest>& digests = message.digests;
   std::erase_if(digests, [](const protocol::RangeDigest& digest) {
     return digest.range >= Limiter::range_count();
   });
   std::sort(digests.begin(), digests.end(),
             [](const auto& a, const auto& b) { return a.range < b.range; });
-  std::vector<uint32_t> ranges, again;
-  for (const protocol::RangeDigest& digest : digests) ranges.push_back(digest.range);
-  for (const ShardRun& run : ShardRuns(ranges)) {
-    CompareShardDigests(*limiter_, run.shard, QuietMs(config_.interval_ms), message.ref_ms,
-                        std::span(digests).subspan(run.first, run.end - run.first), &again, &again);
-  }
+  std::vector<uint32_t> again;  // differ, or not quiet here: both are compared again
+  CompareDigests(*limiter_, QuietMs(config_.interval_ms), message.ref_ms, digests, &again, &again);
   if (again.empty()) return;
   std::sort(again.begin(), again.end());
   Recheck recheck{from, message.ref_ms, NowMs() + RecheckMs(config_.interval_ms), {}};
@@ -430,13 +408,9 @@ void SimNode::RunRechecks() {
   while (!rechecks_.empty() && rechecks_.front().due_ms <= now_ms) {
     Recheck recheck = std::move(rechecks_.front());
     rechecks_.erase(rechecks_.begin());
-    std::vector<uint32_t> ranges, want, later;
-    for (const protocol::RangeDigest& digest : recheck.digests) ranges.push_back(digest.range);
-    for (const ShardRun& run : ShardRuns(ranges)) {
-      CompareShardDigests(*limiter_, run.shard, QuietMs(config_.interval_ms), recheck.ref_ms,
-                          std::span(recheck.digests).subspan(run.first, run.end - run.first), &want,
-                          &later);
-    }
+    std::vector<uint32_t> want, later;
+    CompareDigests(*limiter_, QuietMs(config_.interval_ms), recheck.ref_ms, recheck.digests, &want,
+                   &later);
     ask_budget_.Limit(recheck.ref_ms, recheck.peer, &want, &later);
     if (config_.break_repair) want.clear();  // the simulation's own test: no repair
     if (want.empty() && later.empty()) continue;

@@ -91,9 +91,9 @@ class SimNode {
   };
   // Sends a frame from this node to `to` (the network decides its fate).
   using Send = std::function<void(NodeId to, const Frame& frame)>;
-  // Called after each state message merged, with the entries it held as
-  // decoded, for the simulation's checks.
-  using Merged = std::function<void(NodeId from, std::span<const KeySnapshot> entries)>;
+  // Called with the entries of a peer's state once merged, for the
+  // simulation's checks.
+  using Merged = StateMerger::Merged;
 
   // store: not owned, null for a memory-only node; a run that finds it
   // marked serving follows a crash.
@@ -158,6 +158,8 @@ class SimNode {
   int64_t WallMs() const { return clock_.WallMs(); }
   void SendFrames(NodeId to, const std::vector<std::string>& frames);
   void SendTo(NodeId to, std::string frame);
+  // The whole membership table, encoded once per version of it.
+  Frame TableFrame();
   // The membership's messages, encoded with this node's crash losses.
   void Deliver(const std::vector<MemberAgent::Outgoing>& out);
   // Cluster size, links that went down, crash losses (gossip.cc's FollowMembership).
@@ -166,7 +168,7 @@ class SimNode {
   void PumpSync(NodeId peer, Link& link);
   void SendDigests(int64_t ref_ms);
   void RunRechecks();
-  void CompareDigests(NodeId from, protocol::PeerMessage& message);
+  void ReceiveDigests(NodeId from, protocol::PeerMessage& message);
   void CheckRecovered();
   // The next round an interval after the last (work arrived while resting).
   void EndRest();
@@ -175,7 +177,6 @@ class SimNode {
   EventQueue* const events_;
   SimStore* const store_;
   const Send send_;
-  const Merged merged_;
   SimClock clock_;
   uint64_t incarnation_ = 0;
   std::unique_ptr<Limiter> limiter_;
@@ -205,7 +206,6 @@ class SimNode {
   bool leaving_ = false;
   uint64_t followed_version_ = UINT64_MAX;       // records_version FollowMembership last saw
   std::vector<protocol::MemberRecord> records_;  // as of followed_version_
-  std::vector<KeySnapshot> decoded_;             // Receive's scratch for merged_
   Counters counters_;
   uint64_t link_events_ = 0;
 };

@@ -71,14 +71,6 @@ World::World(const SimOptions& options)
       central_clock_(&events_, 0),
       central_(Limiter::Options{.node_id = 1, .clock = &central_clock_}) {}
 
-std::vector<NodeId> World::RunningIds() const {
-  std::vector<NodeId> ids;
-  for (const auto& [id, slot] : slots_) {
-    if (slot.node) ids.push_back(id);
-  }
-  return ids;
-}
-
 void World::Start(NodeId id, std::vector<NodeId> seeds) {
   Slot& slot = slots_[id];
   SimNode::Config config = options_.node;
@@ -106,10 +98,13 @@ void World::Start(NodeId id, std::vector<NodeId> seeds) {
           Fail(*what);
         }
       });
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), id), id);
   Touch(id);
 }
 
-void World::Retire(Slot& slot) {
+void World::Retire(NodeId id) {
+  Slot& slot = slots_.at(id);
+  std::erase(running_, id);
   retired_delta_entries_ += slot.node->counters().delta_entries_sent;
   slot.node.reset();
   ++slot.round_generation;  // its pending round is void
@@ -190,7 +185,7 @@ void World::ScheduleClients(int64_t from_ms) {
 
 void World::Serve(const Request& request) {
   if (failed_) return;
-  const std::vector<NodeId> running = RunningIds();
+  const std::vector<NodeId>& running = RunningIds();
   if (running.empty()) return;
   const SimKey& key = workload_.keys()[request.key];
   SimNode* node = nullptr;

@@ -70,13 +70,15 @@ class World {
   void Settle();
   void CheckEnd();
   void Fail(const std::string& what);
-  std::vector<NodeId> RunningIds() const;
+  // The nodes that run now, in order of id.
+  const std::vector<NodeId>& RunningIds() const { return running_; }
   void Restart(NodeId id);
   void Flush(NodeId id);
   // Takes a node out of the run (crashed or left): its counters stay counted.
-  void Retire(Slot& slot);
+  void Retire(NodeId id);
   std::optional<std::string> Divergence();
   std::vector<NodeId> seeds_;
+  std::vector<NodeId> running_;  // RunningIds: kept by Start and Retire
   uint64_t retired_delta_entries_ = 0;
 
   const SimOptions options_;

@@ -84,7 +84,7 @@ void World::Crash() {
   if (random_.Chance(0.3)) slot.node->Flush(random_.Below(8));
   checker_->Crashed(id, events_.now_ms(),
                     options_.node.interval_ms + network_.faults().delay_max_ms);
-  Retire(slot);
+  Retire(id);
   ++report_.crashes;
   if (random_.Chance(0.3)) slot.store = SimStore{};  // the data directory wiped
   for (const NodeId other : running) {
@@ -148,7 +148,7 @@ void World::LeaveOne() {
   events_.After(200, [this, id] {
     Slot& slot = slots_.at(id);
     if (!slot.node) return;
-    Retire(slot);
+    Retire(id);
     slot.left = true;
     for (const NodeId other : RunningIds()) {
       Running(other)->LinkDown(id);
