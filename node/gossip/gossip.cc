@@ -20,6 +20,7 @@
 #include "node/common/host_port.h"
 #include "node/gossip/anti_entropy.h"
 #include "node/gossip/gossip_peer.h"
+#include "node/gossip/round_clock.h"
 #include "node/gossip/round_deltas.h"
 #include "node/net/accept_loop.h"
 #include "node/net/acceptor.h"
@@ -29,8 +30,14 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// An early round (WantRound) comes no sooner than interval_ms / this after the last.
-constexpr int64_t kEarlyRoundDivisor = 10;
+// The rounds' own time: real time even where the injected clock stands still
+// (tests move it by hand while the rounds run).
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
 // A round that comes this much later than it was due means the node stood
 // still (a stopped process, a starved CPU): MemberProbes::Stalled.
 constexpr int64_t kStallMs = 200;
@@ -109,31 +116,25 @@ struct Gossip::Impl {
   // next one comes when the next ping or the earliest of what waits is due
   // instead (rest), or as soon as work is noted.
   asio::awaitable<void> Rounds() {
-    next_round_at = SteadyClock::now() + std::chrono::milliseconds(shared.options.interval_ms);
+    round_clock = RoundClock(shared.options.interval_ms, SteadyMs());
     while (!stopping) {
       // By the injected clock: how much later than planned the round comes.
       const int64_t wait_from_ms = shared.NowMs();
-      const int64_t planned_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(next_round_at - SteadyClock::now())
-              .count();
-      round_timer.expires_at(next_round_at);
+      const int64_t planned_ms = round_clock.next_round_at_ms() - SteadyMs();
+      round_timer.expires_at(
+          SteadyClock::time_point(std::chrono::milliseconds(round_clock.next_round_at_ms())));
       asio::error_code ec;
       co_await round_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopping) co_return;
-      const SteadyClock::time_point now = SteadyClock::now();
-      if (now < next_round_at) continue;  // moved sooner: wait again for the new time
+      const int64_t now_ms = SteadyMs();
+      if (now_ms < round_clock.next_round_at_ms()) continue;  // moved: wait for the new time
       const int64_t late_ms = shared.NowMs() - wait_from_ms - std::max<int64_t>(0, planned_ms);
       if (late_ms >= kStallMs) probes->Stalled(late_ms);
-      last_round_at = now;
-      next_round_at = now + std::chrono::milliseconds(shared.options.interval_ms);
+      round_clock.Begin(now_ms);
       round_wanted.store(false, std::memory_order_relaxed);
       resting.store(true, std::memory_order_relaxed);  // before the round looks for work
-      const int64_t rest_ms = Round(std::exchange(shared.flush_deferred, false));
-      if (rest_ms > shared.options.interval_ms && resting.load(std::memory_order_relaxed)) {
-        next_round_at = now + std::chrono::milliseconds(rest_ms);
-      } else {
-        resting.store(false, std::memory_order_relaxed);
-      }
+      Round(std::exchange(shared.flush_deferred, false));
+      if (!round_clock.resting()) resting.store(false, std::memory_order_relaxed);
     }
   }
 
@@ -141,29 +142,24 @@ struct Gossip::Impl {
   // down, or the node leaves: the next round comes an interval after the
   // last, or now if that has passed.
   void EndRest() {
-    const auto due = std::max(
-        SteadyClock::now(), last_round_at + std::chrono::milliseconds(shared.options.interval_ms));
-    if (stopping || due >= next_round_at) return;
-    next_round_at = due;
-    round_timer.cancel();  // Rounds waits again, for the new time
+    if (!stopping && round_clock.EndRest(SteadyMs())) {
+      round_timer.cancel();  // Rounds waits again, for the new time
+    }
   }
 
-  // Brings the next round forward, to no sooner than interval_ms /
-  // kEarlyRoundDivisor after the last one.
+  // An early round, asked for by a key near its limit (WantRound).
   void BringRoundForward() {
-    const auto earliest = last_round_at + std::chrono::milliseconds(std::max<int64_t>(
-                                              1, shared.options.interval_ms / kEarlyRoundDivisor));
-    if (stopping || earliest >= next_round_at) return;
-    next_round_at = earliest;
-    round_timer.cancel();  // Rounds waits again, for the new time
+    if (!stopping && round_clock.BringForward(SteadyMs())) {
+      round_timer.cancel();  // Rounds waits again, for the new time
+    }
   }
 
   // flush_deferred: send what waits too (node/engine/headroom.h), however
-  // long it may still wait: the node is leaving. Returns how long (ms) the
-  // thread may rest before the next round: 0 when it sent anything, a link
-  // is not up, a probe or suspicion is under way, or the node leaves; else
-  // until the next ping or the earliest of what waits is due.
-  int64_t Round(bool flush_deferred) {
+  // long it may still wait: the node is leaving. Tells round_clock how long
+  // the thread may rest: not at all when it sent anything, a link is not up,
+  // a probe or suspicion is under way, or the node leaves; else until the
+  // next ping or the earliest of what waits is due.
+  void Round(bool flush_deferred) {
     std::map<NodeId, PeerLink*> relayer_links;
     const std::vector<NodeId> relayers = Relayers(&relayer_links);
     RoundDeltas deltas = CollectRoundDeltas(*shared.limiter, relayers,
@@ -208,14 +204,12 @@ struct Gossip::Impl {
       digests_running = true;
       asio::co_spawn(io, SendDigests(ref_ms), LogFailure("anti-entropy"));
     }
-    if (deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up ||
-        leave_done != nullptr || probes->busy()) {
-      return 0;
-    }
     const int64_t recheck_in_ms =
         shared.rechecks.empty() ? INT64_MAX : shared.rechecks.front().due_ms - now_ms;
-    return std::max<int64_t>(0, std::min({probes->next_ping_in_ms(now_ms), deltas.next_due_in_ms,
-                                          next_digests_at_ms - wall_ms, recheck_in_ms}));
+    round_clock.End(deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up ||
+                        leave_done != nullptr || probes->busy(),
+                    {probes->next_ping_in_ms(now_ms), deltas.next_due_in_ms,
+                     next_digests_at_ms - wall_ms, recheck_in_ms});
   }
 
   // Compares again the peers' digests that differed and are due by now_ms,
@@ -443,8 +437,7 @@ struct Gossip::Impl {
   tcp::acceptor acceptor;
   AcceptLoop accept_loop;
   asio::steady_timer round_timer;
-  SteadyClock::time_point last_round_at{};
-  SteadyClock::time_point next_round_at{};
+  RoundClock round_clock{shared.options.interval_ms, 0};  // in SteadyMs; set by Rounds
   // Set by WantRound (any thread) until the round runs: one request posted at a time.
   std::atomic<bool> round_wanted{false};
   // Set by Rounds before each round looks for work, cleared by NoteWork (any

@@ -8,9 +8,6 @@
 namespace tally::sim {
 namespace {
 
-// The daemon's early round comes no sooner than interval_ms / this after the last.
-constexpr int64_t kEarlyRoundDivisor = 10;
-
 protocol::FrameLimits PeerLimits() {
   protocol::FrameLimits limits;
   limits.max_frame_bytes = 4 << 20;
@@ -46,13 +43,9 @@ SimNode::SimNode(const Config& config, EventQueue* events, SimStore* store, int6
   options.partition_share = config.partition_share;
   options.key_hash_seed = config.key_hash_seed;
   limiter_ = std::make_unique<Limiter>(options);
-  limiter_->SetRoundWanted([this] {
-    const int64_t earliest =
-        last_round_ms_ + std::max<int64_t>(1, config_.interval_ms / kEarlyRoundDivisor);
-    next_round_at_ms_ = std::min(next_round_at_ms_, std::max(NowMs(), earliest));
-  });
+  limiter_->SetRoundWanted([this] { round_clock_.BringForward(NowMs()); });
   limiter_->SetGossipWork([this] {
-    if (resting_) EndRest();
+    if (round_clock_.resting()) EndRest();
   });
   bool crashed = false;
   std::vector<CrashLoss> stored_losses;
@@ -78,8 +71,8 @@ SimNode::SimNode(const Config& config, EventQueue* events, SimStore* store, int6
     if (store_ != nullptr) store_->crash_losses.assign(losses.begin(), losses.end());
   });
   losses_->Start(stored_losses, config.id, incarnation_, crashed, WallMs());
-  started_ms_ = last_round_ms_ = NowMs();
-  next_round_at_ms_ = NowMs() + config.interval_ms;
+  started_ms_ = NowMs();
+  round_clock_ = RoundClock(config.interval_ms, NowMs());
   next_digests_at_ms_ =
       DigestRefMs(WallMs(), config.anti_entropy_interval_ms) + config.anti_entropy_interval_ms;
   FollowMembership();
@@ -88,9 +81,7 @@ SimNode::SimNode(const Config& config, EventQueue* events, SimStore* store, int6
 
 void SimNode::Round() {
   const int64_t now_ms = NowMs();
-  last_round_ms_ = now_ms;
-  next_round_at_ms_ = now_ms + config_.interval_ms;
-  resting_ = true;  // before the round looks for work
+  round_clock_.Begin(now_ms);
   std::vector<NodeId> relayers;
   if (config_.relay) {
     relayers.push_back(config_.id);
@@ -132,26 +123,11 @@ void SimNode::Round() {
     SendDigests(ref_ms);
   }
   CheckRecovered();
-  if (deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up || leaving_ ||
-      agent_->busy() || !serving_) {
-    resting_ = false;
-    return;
-  }
   const int64_t recheck_in_ms = rechecks_.empty() ? INT64_MAX : rechecks_.front().due_ms - now_ms;
-  const int64_t rest_ms =
-      std::max<int64_t>(0, std::min({agent_->next_ping_in_ms(now_ms), deltas.next_due_in_ms,
-                                     next_digests_at_ms_ - wall_ms, recheck_in_ms}));
-  if (rest_ms > config_.interval_ms && resting_) {
-    next_round_at_ms_ = now_ms + rest_ms;
-  } else {
-    resting_ = false;
-  }
-}
-
-void SimNode::EndRest() {
-  resting_ = false;
-  next_round_at_ms_ =
-      std::min(next_round_at_ms_, std::max(NowMs(), last_round_ms_ + config_.interval_ms));
+  round_clock_.End(deltas.to_every_peer.entries > 0 || !deltas.to_relayer.empty() || !all_up ||
+                       leaving_ || agent_->busy() || !serving_,
+                   {agent_->next_ping_in_ms(now_ms), deltas.next_due_in_ms,
+                    next_digests_at_ms_ - wall_ms, recheck_in_ms});
 }
 
 void SimNode::Receive(NodeId from, std::string_view frame) {

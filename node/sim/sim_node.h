@@ -38,6 +38,7 @@
 #include "node/gossip/link_sync.h"
 #include "node/gossip/member_agent.h"
 #include "node/gossip/member_losses.h"
+#include "node/gossip/round_clock.h"
 #include "node/gossip/state_merger.h"
 #include "node/sim/event_queue.h"
 #include "node/sim/network.h"
@@ -102,7 +103,7 @@ class SimNode {
 
   // Due at next_round_at_ms().
   void Round();
-  int64_t next_round_at_ms() const { return next_round_at_ms_; }
+  int64_t next_round_at_ms() const { return round_clock_.next_round_at_ms(); }
   void Receive(NodeId from, std::string_view frame);
   // This node's link to `peer` came up (reaching its run peer_incarnation) or went down.
   void LinkUp(NodeId peer, uint64_t peer_incarnation);
@@ -170,8 +171,8 @@ class SimNode {
   void RunRechecks();
   void ReceiveDigests(NodeId from, protocol::PeerMessage& message);
   void CheckRecovered();
-  // The next round an interval after the last (work arrived while resting).
-  void EndRest();
+  // Work arrived: the next round an interval after the last.
+  void EndRest() { round_clock_.EndRest(NowMs()); }
 
   const Config config_;
   EventQueue* const events_;
@@ -199,10 +200,8 @@ class SimNode {
   bool flush_deferred_ = false;
   bool serving_ = false;
   int64_t started_ms_ = 0;
-  int64_t last_round_ms_ = 0;
-  int64_t next_round_at_ms_ = 0;
+  RoundClock round_clock_{0, 0};  // set when the node starts
   int64_t next_digests_at_ms_ = 0;
-  bool resting_ = false;
   bool leaving_ = false;
   uint64_t followed_version_ = UINT64_MAX;       // records_version FollowMembership last saw
   std::vector<protocol::MemberRecord> records_;  // as of followed_version_
