@@ -19,12 +19,20 @@ void Network::Schedule(NodeId from, NodeId to, const Frame& frame, int64_t sent_
   }
   const int copies = random_->Chance(faults_.duplicate) ? 2 : 1;
   for (int i = 0; i < copies; ++i) {
-    int64_t delay_ms = random_->Between(faults_.delay_min_ms, faults_.delay_max_ms);
+    int64_t delay_ms =
+        LinkExtraMs(from, to) + random_->Between(faults_.delay_min_ms, faults_.delay_max_ms);
     if (random_->Chance(faults_.reorder))
       delay_ms += random_->Between(1, 10 * faults_.delay_max_ms);
     events_->After(delay_ms,
                    [this, from, to, frame, sent_at_ms] { deliver_(from, to, frame, sent_at_ms); });
   }
+}
+
+int64_t Network::LinkExtraMs(NodeId from, NodeId to) {
+  if (faults_.link_extra_max_ms <= 0) return 0;
+  const auto [link, added] = link_extra_ms_.try_emplace({from, to}, 0);
+  if (added) link->second = random_->Between(0, faults_.link_extra_max_ms);
+  return link->second;
 }
 
 void Network::Heal(NodeId from, NodeId to) {

@@ -45,7 +45,9 @@ std::string ReplayCommand(const SimOptions& options, const std::string& mode) {
       std::to_string(static_cast<int64_t>(options.workload.far_rate_per_s)) + " --interval-ms " +
       std::to_string(options.node.interval_ms) + " --max-delay-ms " +
       std::to_string(options.node.gossip_max_delay_ms) + " --anti-entropy-ms " +
-      std::to_string(options.node.anti_entropy_interval_ms);
+      std::to_string(options.node.anti_entropy_interval_ms) + " --delay-ms " +
+      std::to_string(options.delay_min_ms) + "-" + std::to_string(options.delay_max_ms) +
+      " --link-extra-ms " + std::to_string(options.link_extra_max_ms);
   if (options.settle_ms > 0) command += " --settle-ms " + std::to_string(options.settle_ms);
   if (options.break_repair) command += " --break-repair";
   if (!options.check_views) command += " --no-check-views";
@@ -57,6 +59,7 @@ nlohmann::json ToJson(const SimOptions& options, const SimReport& report) {
                          {"seed", options.seed},
                          {"seconds", options.seconds},
                          {"faults", options.faults.ToString()},
+                         {"link_extra_max_ms", options.link_extra_max_ms},
                          {"ok", report.ok},
                          {"steps", report.steps},
                          {"decisions", report.decisions},
@@ -169,6 +172,11 @@ int main(int argc, char** argv) {
   app.add_option("--anti-entropy-ms", options.node.anti_entropy_interval_ms,
                  "anti-entropy's interval (tallyd's --full-sync-interval-ms)")
       ->check(CLI::Range(100, 600'000));
+  std::string delay = "1-3";
+  app.add_option("--delay-ms", delay, "one-way delay per message, a range A-B");
+  app.add_option("--link-extra-ms", options.link_extra_max_ms,
+                 "each link's own extra delay, drawn once per link and direction in [0, this]")
+      ->check(CLI::Range(0, 60'000));
   app.add_option("--settle-ms", options.settle_ms, "the quiet end (0: long enough to converge)");
   app.add_flag("--break-repair", options.break_repair,
                "a test of the simulation: drop deltas and never repair them (a seed must fail)");
@@ -189,6 +197,14 @@ int main(int argc, char** argv) {
     std::cerr << "--nodes: expected a count or a range A-B within 1-5000, got '" << nodes << "'\n";
     return 2;
   }
+  uint64_t delay_min_ms = 0, delay_max_ms = 0;
+  if (!ParseRange(delay, &delay_min_ms, &delay_max_ms) || delay_min_ms < 1 ||
+      delay_max_ms > 60'000) {
+    std::cerr << "--delay-ms: expected A-B within 1-60000, got '" << delay << "'\n";
+    return 2;
+  }
+  options.delay_min_ms = static_cast<int64_t>(delay_min_ms);
+  options.delay_max_ms = static_cast<int64_t>(delay_max_ms);
   const bool random_faults = faults == "random";
   std::optional<Faults> fixed_faults = random_faults ? Faults{} : tally::sim::ParseFaults(faults);
   if (!fixed_faults) {
@@ -205,6 +221,8 @@ int main(int argc, char** argv) {
     if (random_faults) {
       run.faults = Faults{draw.Chance(0.3), draw.Chance(0.3), draw.Chance(0.3), draw.Chance(0.4),
                           draw.Chance(0.4), draw.Chance(0.3), draw.Chance(0.3)};
+      // Some clusters span zones: each link's own delay, up to 50 ms.
+      if (draw.Chance(0.3)) run.link_extra_max_ms = draw.Between(5, 50);
     }
     const SimReport report = tally::sim::RunSimulation(run);
     if (json) {

@@ -202,6 +202,9 @@ void World::Serve(const Request& request) {
   Decision decision;
   if (!node->Check(key.key, key.spec, 1, &decision).ok()) return;
   ++report_.decisions;
+  if (options_.trace != nullptr) {
+    options_.trace->served.push_back({events_.now_ms(), node->id(), request.key});
+  }
   report_.fingerprint = Mix(Mix(Mix(report_.fingerprint, static_cast<uint64_t>(events_.now_ms())),
                                 node->id() * 1'000'003 + request.key),
                             decision.allowed ? 1 : 0);
@@ -232,6 +235,9 @@ SimReport World::Run() {
   load_end_ms_ = std::max<int64_t>(0, end_ms_ - SettleMs(options_));
   const Faults& faults = options_.faults;
   NetworkFaults network = network_.faults();
+  network.delay_min_ms = options_.delay_min_ms;
+  network.delay_max_ms = options_.delay_max_ms;
+  network.link_extra_max_ms = options_.link_extra_max_ms;
   network.loss = faults.loss ? 0.01 : 0;
   network.duplicate = faults.duplicate ? 0.01 : 0;
   network.reorder = faults.reorder ? 0.05 : 0;
@@ -243,7 +249,8 @@ SimReport World::Run() {
     max_offset_ms = std::max(max_offset_ms, std::abs(slot.offset_ms));
   }
   const int64_t staleness_ms = options_.node.interval_ms +
-                               network.delay_max_ms * (faults.reorder ? 11 : 1) + 2 * max_offset_ms;
+                               network.delay_max_ms * (faults.reorder ? 11 : 1) +
+                               network.link_extra_max_ms + 2 * max_offset_ms;
   checker_.emplace(Checker::Options{options_.nodes + (faults.churn ? 1 : 0), staleness_ms,
                                     options_.workload.window_ms},
                    &workload_.keys());
@@ -278,6 +285,7 @@ SimReport World::Run() {
     report_.totals[kind] = checker_->totals(static_cast<LoadKind>(kind));
   }
   report_.cpu_s = CpuSeconds() - cpu_start;
+  if (options_.trace != nullptr) options_.trace->keys = workload_.keys();
   return report_;
 }
 

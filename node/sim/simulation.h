@@ -46,11 +46,26 @@ struct Faults {
 // "none", "all", or a comma-separated list of the names above; nullopt for an unknown name.
 std::optional<Faults> ParseFaults(const std::string& text);
 
+// What the clients asked of which node, in order: for replaying a run's
+// requests against real processes (the cluster benchmark's agreement part).
+struct SimTrace {
+  struct Served {
+    int64_t at_ms = 0;  // simulated time from the run's start
+    NodeId node = 0;    // the node that answered
+    size_t key = 0;     // index into keys
+  };
+  std::vector<SimKey> keys;
+  std::vector<Served> served;
+};
+
 struct SimOptions {
   size_t nodes = 3;
   uint64_t seed = 1;
   int64_t seconds = 20;
   Faults faults;
+  // One-way delays (NetworkFaults): per message in [min, max], plus each
+  // link's own extra in [0, link_extra_max_ms].
+  int64_t delay_min_ms = 1, delay_max_ms = 3, link_extra_max_ms = 0;
   WorkloadOptions workload;
   SimNode::Config node;   // id and seeds are set per node
   int64_t settle_ms = 0;  // 0: enough for a deferral through a relayer and for anti-entropy
@@ -58,6 +73,7 @@ struct SimOptions {
   bool break_repair = false;
   // Checks that views never go back after each merge (costs a read per entry).
   bool check_views = true;
+  SimTrace* trace = nullptr;  // not owned; when set, filled as the run goes
 };
 
 struct SimReport {

@@ -83,7 +83,8 @@ void World::Crash() {
   // A crash in the middle of a flush: some of what changed was written.
   if (random_.Chance(0.3)) slot.node->Flush(random_.Below(8));
   checker_->Crashed(id, events_.now_ms(),
-                    options_.node.interval_ms + network_.faults().delay_max_ms);
+                    options_.node.interval_ms + network_.faults().delay_max_ms +
+                        network_.faults().link_extra_max_ms);
   Retire(id);
   ++report_.crashes;
   if (random_.Chance(0.3)) slot.store = SimStore{};  // the data directory wiped

@@ -1,9 +1,6 @@
 // Accuracy against one central node (cluster_bench.cc, part 7): the same
 // arrivals, replayed against a cluster in each replication mode and against
 // one local-only node, and what each admits.
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -33,30 +30,6 @@ constexpr double kPoissonDemands[] = {0.5, 0.8};  // x the limit
 constexpr uint64_t kBurstFactor = 5;              // x the limit
 constexpr int64_t kBurstSpanMs = 20;
 constexpr size_t kBurstStreamsPerNode = 4;  // so that the clients keep up with the burst
-
-// Pins the threads the calling thread starts while it lives (the demand's
-// clients) to one CPU, the load generator's, away from the nodes; restores
-// the calling thread's CPUs at the end. cpu < 0: does nothing.
-class PinnedTo {
- public:
-  explicit PinnedTo(int cpu) : pinned_(cpu >= 0) {
-    if (!pinned_) return;
-    pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-  }
-  ~PinnedTo() {
-    if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
-  }
-  PinnedTo(const PinnedTo&) = delete;
-  PinnedTo& operator=(const PinnedTo&) = delete;
-
- private:
-  const bool pinned_;
-  cpu_set_t saved_;
-};
 
 // One run of a schedule on one key: its name, arrivals and length.
 struct Scenario {

@@ -74,9 +74,15 @@
 //     overhead of a sustained load (--scale-load-rate checks/s for
 //     --scale-load-s over --scale-load-keys far keys, default anti-entropy)
 //     against as many local-only nodes. Only with --only scale.
+//  9. agreement with the simulation (agreement_bench.cc; --agreement-nodes,
+//     3, 5 and 8): one seed of tally-sim without faults, then its requests
+//     replayed at the same times to the same nodes of a real cluster and to
+//     one central node; delta entries per decision and admitted / central
+//     by kind of load, side by side. Only with --only agreement.
 //
-// --only admission, membership, overhead, accuracy or scale runs only part 1, 5, 6, 7 or 8;
-// --bucket-only only 1c and 3b; by default every part but 8 runs.
+// --only admission, membership, overhead, accuracy, scale or agreement runs
+// only part 1, 5, 6, 7, 8 or 9; --bucket-only only 1c and 3b; by default
+// every part but 8 and 9 runs.
 //
 // The nodes inherit this process's CPU affinity (the script pins it to CPU
 // 0); tally-loadgen runs pinned to --loadgen-cpu, so that one node and a
@@ -544,11 +550,14 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the results here (a JSON array)");
   CLI::Option* bucket_only = app.add_flag("--bucket-only", settings.bucket_only,
                                           "Only the token bucket's figures (1c and 3b)");
-  app.add_option("--only", settings.only,
-                 "Only the counters' admission per window (1), failure detection (5), the "
-                 "replication overhead factor (6), the accuracy against one central node (7) or "
-                 "what a cluster costs by its size (8; not run otherwise)")
-      ->check(CLI::IsMember({"admission", "membership", "overhead", "accuracy", "scale"}))
+  app.add_option(
+         "--only", settings.only,
+         "Only the counters' admission per window (1), failure detection (5), the "
+         "replication overhead factor (6), the accuracy against one central node (7) or "
+         "what a cluster costs by its size (8), or the agreement with the simulation (9); 8 "
+         "and 9 run only when asked")
+      ->check(
+          CLI::IsMember({"admission", "membership", "overhead", "accuracy", "scale", "agreement"}))
       ->excludes(bucket_only);
   app.add_option("--overhead-checks", settings.overhead_checks, "Checks per run of part 6")
       ->capture_default_str();
@@ -588,6 +597,19 @@ int main(int argc, char** argv) {
                  "Uniform keys of part 8's sustained load, far from their limits")
       ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000}))
       ->capture_default_str();
+  app.add_option("--agreement-nodes", settings.agreement_nodes, "Cluster sizes of part 9")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{64}))
+      ->capture_default_str();
+  app.add_option("--agreement-seed", settings.agreement_seed, "The simulation's seed in part 9")
+      ->capture_default_str();
+  app.add_option("--agreement-load-s", settings.agreement_load_s,
+                 "Seconds of the simulation's load replayed in part 9")
+      ->check(CLI::Range(1, 600))
+      ->capture_default_str();
+  bool agreement_check = false;
+  app.add_flag("--agreement-check", agreement_check,
+               "Exit 1 when a measure of part 9 is not within 20% of the simulation's (a test)");
   std::vector<std::string> algorithm_names;
   app.add_option("--algorithms", algorithm_names,
                  "The algorithms of the admission (1) and accuracy (7) parts (default: "
@@ -645,6 +667,12 @@ int main(int argc, char** argv) {
     }
   }
   if (settings.only == "scale") tally::bench::Scale(settings);
+  bool agreed = true;
+  if (settings.only == "agreement") {
+    for (const size_t nodes : settings.agreement_nodes) {
+      agreed = tally::bench::Agreement(settings, nodes) && agreed;
+    }
+  }
   if (!json_path.empty()) tally::bench::WriteJson(json_path);
-  return 0;
+  return agreement_check && !agreed ? 1 : 0;
 }

@@ -6,6 +6,9 @@
 // Thread safety: none; the benchmark's main thread calls all of it.
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +54,11 @@ struct Settings {
   uint64_t scale_load_rate = 20'000;
   int scale_load_s = 60;
   uint64_t scale_load_keys = 1'000'000;
+  // The agreement part: the sizes, the seed and the seconds of load of the
+  // simulated run whose requests are replayed.
+  std::vector<size_t> agreement_nodes = {3, 5, 8};
+  uint64_t agreement_seed = 1;
+  int agreement_load_s = 20;
 };
 
 // Adds one row (a JSON object) to the results; WriteJson writes them all as
@@ -157,9 +165,35 @@ CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
                   const std::vector<std::string>& load_args, double settle_ms, int timeout_ms,
                   bool anti_entropy = false);
 
+// Pins the threads the calling thread starts while it lives (clients) to
+// one CPU, the load generator's, away from the nodes; restores the calling
+// thread's CPUs at the end. cpu < 0: does nothing.
+class PinnedTo {
+ public:
+  explicit PinnedTo(int cpu) : pinned_(cpu >= 0) {
+    if (!pinned_) return;
+    pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+  }
+  ~PinnedTo() {
+    if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+  }
+  PinnedTo(const PinnedTo&) = delete;
+  PinnedTo& operator=(const PinnedTo&) = delete;
+
+ private:
+  const bool pinned_;
+  cpu_set_t saved_;
+};
+
 // The parts in files of their own.
 void Overhead(const Settings& settings);                                     // overhead_bench.cc
 void Accuracy(const Settings& settings, size_t nodes, Algorithm algorithm);  // accuracy_bench.cc
 void Scale(const Settings& settings);                                        // scale_bench.cc
+// Whether every measure agreed within 20%.
+bool Agreement(const Settings& settings, size_t nodes);  // agreement_bench.cc
 
 }  // namespace tally::bench

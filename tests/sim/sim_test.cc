@@ -2,7 +2,11 @@
 // whole runs: one seed gives one run, a run without faults agrees with a
 // central limiter, and a run whose deltas are dropped without repair fails
 // and fails again, at the same step, when replayed.
+#include <algorithm>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -71,6 +75,37 @@ TEST_CASE("sim: a cut holds messages until it heals, a reset drops them") {
   while (events.RunNext(3'000)) {
   }
   CHECK(arrived.size() == 2);
+}
+
+// Each link (one direction) keeps the extra delay it drew: its messages
+// arrive within the per-message range of it, and links differ.
+TEST_CASE("sim: each link has its own delay") {
+  EventQueue events;
+  Random random(3);
+  NetworkFaults faults;
+  faults.delay_min_ms = 1;
+  faults.delay_max_ms = 2;
+  faults.link_extra_max_ms = 1'000;
+  std::map<std::pair<NodeId, NodeId>, std::vector<int64_t>> delays;
+  Network network(&events, &random, faults,
+                  [&](NodeId from, NodeId to, const Frame&, int64_t sent_at_ms) {
+                    delays[{from, to}].push_back(events.now_ms() - sent_at_ms);
+                  });
+  for (int i = 0; i < 20; ++i) {
+    for (const auto& [from, to] : {std::pair<NodeId, NodeId>{1, 2}, {2, 1}, {1, 3}}) {
+      network.Send(from, to, std::make_shared<const std::string>("m"));
+    }
+  }
+  while (events.RunNext(10'000)) {
+  }
+  std::set<int64_t> fastest;
+  for (const auto& [link, seen] : delays) {
+    REQUIRE(seen.size() == 20);
+    const auto [low, high] = std::minmax_element(seen.begin(), seen.end());
+    CHECK(*high - *low <= 1);
+    fastest.insert(*low);
+  }
+  CHECK(fastest.size() == 3);
 }
 
 // The same seed gives the same run, decision for decision; another seed another.
