@@ -143,7 +143,8 @@ Settled Settle(cluster::LocalCluster& cluster, const Workload& workload, double 
 struct CpuRun {
   uint64_t decisions = 0;
   uint64_t keys_denied = 0;
-  double cpu_s = 0;  // every node's, summed
+  double cpu_s = 0;             // every node's, summed
+  double cpu_after_load_s = 0;  // of cpu_s, spent after the load ended (deferrals, anti-entropy)
   uint64_t entries_sent = 0;
   uint64_t full_syncs_sent = 0;  // over every link
   uint64_t digests_sent = 0;     // anti-entropy's range digests, over every link

@@ -238,10 +238,12 @@ CpuRun MeasureCpu(const Settings& settings, cluster::LocalCluster& cluster,
                                    "--count-denied-keys"};
   args.insert(args.end(), load_args.begin(), load_args.end());
   const nlohmann::json load = RunLoadgen(settings, cluster, label, args, timeout_ms);
+  const double cpu_load_end = CpuSeconds(cluster);
   CpuRun run;
   run.settled = Settle(cluster, workload, settle_ms);
   if (anti_entropy && settle_ms < 0) run.settled.ms += WaitForAntiEntropy(cluster, digests_before);
   run.cpu_s = CpuSeconds(cluster) - cpu_before;
+  run.cpu_after_load_s = CpuSeconds(cluster) - cpu_load_end;
   run.entries_sent =
       SumOfStats(cluster, &protocol::StatsReply::gossip_delta_entries_sent) - entries_before;
   run.full_syncs_sent =

@@ -178,12 +178,13 @@ void ScaleLoadOne(const Settings& settings, size_t nodes) {
       static_cast<double>(gossiping.decisions) / static_cast<double>(settings.scale_load_s);
   const double entries_per_decision =
       static_cast<double>(gossiping.entries_sent) / static_cast<double>(gossiping.decisions);
-  std::printf("%6zu %11.0f %8.1f %8.1f %12.2f %12.2f %9.2f %9.2f %16.0f %7llu %10.0f%s %11llu\n",
-              nodes, decisions_per_s, gossiping.cpu_s, local.cpu_s, gossiping.per_decision_us(),
-              local.per_decision_us(), overhead, entries_per_decision, digests_per_link,
-              static_cast<unsigned long long>(gossiping.ranges_sent), gossiping.settled.ms,
-              gossiping.settled.converged ? " " : "!",
-              static_cast<unsigned long long>(gossiping.keys_denied));
+  std::printf(
+      "%6zu %11.0f %8.1f %8.1f %8.1f %12.2f %12.2f %9.2f %9.2f %16.0f %7llu %10.0f%s %11llu\n",
+      nodes, decisions_per_s, gossiping.cpu_s, gossiping.cpu_after_load_s, local.cpu_s,
+      gossiping.per_decision_us(), local.per_decision_us(), overhead, entries_per_decision,
+      digests_per_link, static_cast<unsigned long long>(gossiping.ranges_sent),
+      gossiping.settled.ms, gossiping.settled.converged ? " " : "!",
+      static_cast<unsigned long long>(gossiping.keys_denied));
   std::fflush(stdout);
   Json("{\"scenario\": \"scale_load\", \"nodes\": " + size +
        ", \"rate_per_s\": " + std::to_string(settings.scale_load_rate) +
@@ -193,6 +194,7 @@ void ScaleLoadOne(const Settings& settings, size_t nodes) {
        ", \"decisions\": " + std::to_string(gossiping.decisions) + ", \"local_decisions\": " +
        std::to_string(local.decisions) + ", \"cluster_cpu_s\": " + std::to_string(gossiping.cpu_s) +
        ", \"local_cpu_s\": " + std::to_string(local.cpu_s) +
+       ", \"cluster_cpu_after_load_s\": " + std::to_string(gossiping.cpu_after_load_s) +
        ", \"cluster_us_per_decision\": " + std::to_string(gossiping.per_decision_us()) +
        ", \"local_us_per_decision\": " + std::to_string(local.per_decision_us()) +
        ", \"overhead\": " + std::to_string(overhead) +
@@ -217,11 +219,12 @@ void ScaleLoad(const Settings& settings) {
       "and its digests of what the load changed have been sent and answered, the local-only "
       "nodes after the same wait; overhead = cluster us/decision / local-only (goals: at most "
       "1.5 at 8 nodes, 2 at 32); entries/d: delta entries sent per decision; ranges: sent whole "
-      "because a digest differed\n%6s %11s %8s %8s %12s %12s %9s %9s %16s %7s %11s %11s\n",
+      "because a digest differed; after_s: of cpu_s, after the load ended\n%6s %11s %8s %8s %8s "
+      "%12s %12s %9s %9s %16s %7s %11s %11s\n",
       static_cast<unsigned long long>(settings.scale_load_rate), settings.scale_load_s,
       static_cast<unsigned long long>(settings.scale_load_keys), kMostSettleMs, "nodes",
-      "decisions/s", "cpu_s", "local_s", "cluster_us/d", "local_us/d", "overhead", "entries/d",
-      "digests_per_link", "ranges", "settle_ms", "denied_keys");
+      "decisions/s", "cpu_s", "after_s", "local_s", "cluster_us/d", "local_us/d", "overhead",
+      "entries/d", "digests_per_link", "ranges", "settle_ms", "denied_keys");
   for (const size_t nodes : settings.scale_nodes) ScaleLoadOne(settings, nodes);
 }
 
