@@ -324,12 +324,13 @@ size_t Limiter::shard_count() { return kShardCount; }
 
 size_t Limiter::range_count() { return kShardCount * kRangesPerShard; }
 
-void Limiter::RangeVersions(size_t shard_index, int64_t quiet_ms, std::span<RangeVersion> out) {
+void Limiter::RangeVersions(size_t shard_index, int64_t quiet_ms, std::span<RangeVersion> out,
+                            int64_t as_of_ms) {
   Shard& shard = shards_[shard_index];
   std::lock_guard<std::mutex> lock(shard.mu);
-  const int64_t now_ms = shard.Now(options_.clock->WallMs());
+  const int64_t quiet_by_ms = std::min(shard.Now(options_.clock->WallMs()), as_of_ms) - quiet_ms;
   for (size_t i = 0; i < kRangesPerShard && i < out.size(); ++i) {
-    out[i] = {shard.ranges[i].version, shard.ranges[i].quiet_from_ms <= now_ms - quiet_ms};
+    out[i] = {shard.ranges[i].version, shard.ranges[i].quiet_from_ms <= quiet_by_ms};
   }
 }
 

@@ -192,8 +192,10 @@ class Limiter {
     // relayer (node/engine/headroom.h), and nothing merged came in later.
     bool quiet = false;
   };
-  // The shard's ranges (out: kRangesPerShard of them).
-  void RangeVersions(size_t shard, int64_t quiet_ms, std::span<RangeVersion> out);
+  // The shard's ranges (out: kRangesPerShard of them), quiet as of
+  // as_of_ms (wall ms; now when later than now).
+  void RangeVersions(size_t shard, int64_t quiet_ms, std::span<RangeVersion> out,
+                     int64_t as_of_ms = INT64_MAX);
   // The digests (node/engine/range_digest.h) at ref_ms (wall ms) of the
   // shard's ranges into out (kRangesPerShard). They are computed once per
   // ref_ms, in one pass over the shard's keys, so asking again costs

@@ -45,8 +45,11 @@ void IntervalDigests::KeepCurrent(std::vector<uint32_t>* ranges) const {
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
                          std::span<const protocol::RangeDigest> digests,
                          std::vector<uint32_t>* want, std::vector<uint32_t>* later) {
+  // Quiet as of ref_ms: a range that changed after it (a relayer's delta
+  // that came in while the nodes computed their digests, each at its own
+  // time) may hold what the peer's digest does not, or the other way round.
   Limiter::RangeVersion versions[kRangesPerShard];
-  limiter.RangeVersions(shard, quiet_ms, versions);
+  limiter.RangeVersions(shard, quiet_ms, versions, ref_ms);
   uint64_t own[kRangesPerShard];
   const uint64_t current = limiter.RangeDigests(shard, ref_ms, own);
   for (const protocol::RangeDigest& digest : digests) {

@@ -122,8 +122,8 @@ struct IntervalDigests {
 };
 
 // Compares a peer's digests of ranges in one shard with this node's: *want
-// gets the ranges quiet here whose digests differ, *later those not quiet
-// here or changed since their digest at ref_ms.
+// gets the ranges quiet here as of ref_ms whose digests differ, *later those
+// not quiet here as of ref_ms or changed since their digest at ref_ms.
 void CompareShardDigests(Limiter& limiter, size_t shard, int64_t quiet_ms, int64_t ref_ms,
                          std::span<const protocol::RangeDigest> digests,
                          std::vector<uint32_t>* want, std::vector<uint32_t>* later);
