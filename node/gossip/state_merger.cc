@@ -24,8 +24,8 @@ Status StateMerger::Merge(Limiter& limiter, NodeId from, const protocol::PeerMes
       }
     }
     if (!decoder.status().ok()) {
-      MergeDecoded(limiter, from, pending, source, rejected,
-                   merged);  // the entries before the bad bytes
+      // The entries before the bad bytes.
+      MergeDecoded(limiter, from, pending, source, rejected, merged);
       return decoder.status();
     }
   }

@@ -1,10 +1,11 @@
 // Network: the simulated network between nodes. Every message is a frame
 // (encoded as the daemon encodes it) that arrives after a delay (its link's
-// own, drawn once, plus one drawn per message), or not at all: loss, duplication and reordering (a
-// message held back longer than those sent after it) by probability, and cuts, one way or both,
-// between any two nodes. Frames are datagrams here: the simulation is harsher than TCP, which never
-// loses, duplicates or reorders within a connection (a daemon's session would close on a reordered
-// seal instead).
+// own, drawn once, plus one drawn per message), or not at all: loss,
+// duplication and reordering (a message held back longer than those sent
+// after it) by probability, and cuts, one way or both, between any two
+// nodes. Frames are datagrams here: the simulation is harsher than TCP,
+// which never loses, duplicates or reorders within a connection (a daemon's
+// session would close on a reordered seal instead).
 //
 // Thread safety: none (the simulation is single-threaded).
 #pragma once

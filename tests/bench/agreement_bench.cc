@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "node/common/clock.h"
 #include "node/sim/simulation.h"
 #include "tests/bench/cluster_bench.h"
 
@@ -93,11 +94,7 @@ Figures Simulate(const Settings& settings, size_t nodes, sim::SimTrace* trace) {
   return figures;
 }
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t WallMs() { return SystemClock::Default()->WallMs(); }
 
 // Sends one client's share of the trace (`mine`, indexes into trace.served)
 // to `node` and to the central node, each at its time after `start`.
