@@ -151,18 +151,25 @@ void DrainAll(const LocalCluster& cluster, const std::vector<Key>& keys,
 }
 
 // Every key's admissions at most its limit plus `beyond` of it (a bucket
-// also what it refilled meanwhile: a day's limit over a minute, under one).
+// also what it refilled meanwhile: a day's limit over a minute, under one),
+// and at least the limit less a little, less `counted_unlost` of it: crash
+// losses counted as spent that may have lost nothing.
 void CheckWithinLimit(const std::vector<Key>& keys, const std::map<std::string, uint64_t>& admitted,
-                      const std::map<std::string, uint64_t>& beyond = {}) {
+                      const std::map<std::string, uint64_t>& beyond = {},
+                      const std::map<std::string, uint64_t>& counted_unlost = {}) {
+  const auto of = [](const std::map<std::string, uint64_t>& by_key, const std::string& name) {
+    const auto found = by_key.find(name);
+    return found == by_key.end() ? uint64_t{0} : found->second;
+  };
   for (const Key& key : keys) {
     const uint64_t refill = key.spec.algorithm == Algorithm::kTokenBucket ? 1 : 0;
-    const auto extra = beyond.find(key.name);
-    const uint64_t bound = key.spec.limit + refill + (extra == beyond.end() ? 0 : extra->second);
+    const uint64_t bound = key.spec.limit + refill + of(beyond, key.name);
     CAPTURE(key.name);
     MESSAGE(key.name << ": admitted " << admitted.at(key.name) << " of " << key.spec.limit
                      << ", at most " << bound);
     CHECK(admitted.at(key.name) <= bound);
-    CHECK(admitted.at(key.name) + 2 * KeptBack(key.spec.limit, 5) >= key.spec.limit);
+    CHECK(admitted.at(key.name) + 2 * KeptBack(key.spec.limit, 5) + of(counted_unlost, key.name) >=
+          key.spec.limit);
   }
 }
 
@@ -189,7 +196,10 @@ TEST_CASE("crashes: a cluster that never lost a node answers the full limit") {
 
 // Five crashes of one node in one window, each losing what it kept back:
 // every node counts five losses, the restarted one included (it stored the
-// earlier ones), and the drained cluster stays within the limit.
+// earlier ones), and the drained cluster stays within the limit. A log key
+// keeps nothing back: its admissions go at the next round, so those made
+// a round before a kill reach the peers, and the loss counted for them is
+// spent for nothing (a slow build admits the log key well before the kill).
 TEST_CASE("crashes: five SIGKILLs of one node in one window stay within the limit") {
   for (const size_t nodes : Sizes()) {
     CAPTURE(nodes);
@@ -209,7 +219,7 @@ TEST_CASE("crashes: five SIGKILLs of one node in one window stay within the limi
       CHECK(Remaining(*cluster, kVictim, keys[1]) == kLimit - counted);
     }
     DrainAll(*cluster, keys, &admitted);
-    CheckWithinLimit(keys, admitted);
+    CheckWithinLimit(keys, admitted, {}, {{"log", kCrashes * (kLimit / (32 * nodes))}});
   }
 }
 
@@ -235,7 +245,8 @@ TEST_CASE("crashes: a restart on a wiped data directory counts as a crash") {
       CHECK(RemainingAgrees(*cluster, keys));
       CHECK(Remaining(*cluster, kVictim, keys[0]) <= kLimit - kLimit / (32 * nodes));
       DrainAll(*cluster, keys, &admitted);
-      CheckWithinLimit(keys, admitted);
+      // The log's admissions reached the peers before the kill.
+      CheckWithinLimit(keys, admitted, {}, {{"log", kLimit / (32 * nodes)}});
     }
   }
 }
