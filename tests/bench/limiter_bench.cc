@@ -210,6 +210,38 @@ void BM_MergeBatch(benchmark::State& state, Setup* setup, size_t batch_size) {
       benchmark::Counter(setup->bytes_per_key, benchmark::Counter::kAvgThreads);
 }
 
+// Anti-entropy's digests (Limiter::RangeDigests) of every range, once per
+// interval at a new reference time: ns per key digested. Beside it, a full
+// sync's collection of every key (CollectReplica), which reads the same state.
+void BM_Digest(benchmark::State& state, Setup* setup) {
+  std::call_once(setup->built, Build, setup);
+  int64_t ref_ms = SystemClock::Default()->WallMs();
+  const size_t ranges_per_shard = Limiter::range_count() / Limiter::shard_count();
+  std::vector<uint64_t> digests(Limiter::range_count());
+  for (auto _ : state) {
+    ++ref_ms;  // a new interval: every range is computed again
+    for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
+      const std::span<uint64_t> out(digests.data() + shard * ranges_per_shard, ranges_per_shard);
+      benchmark::DoNotOptimize(setup->limiter->RangeDigests(shard, ref_ms, out));
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(setup->key_count));
+  state.counters["bytes_per_key"] = setup->bytes_per_key;
+}
+
+void BM_CollectReplica(benchmark::State& state, Setup* setup) {
+  std::call_once(setup->built, Build, setup);
+  uint64_t collected = 0;
+  for (auto _ : state) {
+    for (size_t shard = 0; shard < Limiter::shard_count(); ++shard) {
+      setup->limiter->CollectReplica(shard, [&](const KeySnapshot&) { ++collected; });
+    }
+  }
+  benchmark::DoNotOptimize(collected);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(setup->key_count));
+  state.counters["bytes_per_key"] = setup->bytes_per_key;
+}
+
 // The machine's floor under the 1M-key rows: ns per cache line read at random
 // from kRandomBytes (beyond every cache, as 1M keys' state is), each read
 // independent of the others and kLinesAhead lines prefetched ahead, so that as
@@ -278,7 +310,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     }
     std::printf(
         "(op: a check for check/ and [peer-]batch64/, a key-slot for merge/ and mergebatch<n>/,\n"
-        " a cache line read at random for randomline/;\n"
+        " a key for digest/ and collect/, a cache line read at random for randomline/;\n"
         " 2 threads: aggregate time per op, i.e. 1e9 / total ops per second; 0: not run)\n");
     // Each batched merge against the batched check, of the same keys' kind
     // (batch64/) and of keys that hold a peer's slot too (peer-batch64/).
@@ -363,6 +395,10 @@ int main(int argc, char** argv) {
             ->UseRealTime();
       }
       benchmark::RegisterBenchmark(("peer-batch64/" + name).c_str(), &tally::BM_CheckBatch, setup)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("digest/" + name).c_str(), &tally::BM_Digest, setup)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("collect/" + name).c_str(), &tally::BM_CollectReplica, setup)
           ->UseRealTime();
     }
   }
