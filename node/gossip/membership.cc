@@ -27,18 +27,46 @@ bool Newer(const MemberRecord& a, const MemberRecord& b) {
 
 Membership::Membership(const Options& options, int64_t now_ms)
     : self_id_(options.self.node_id), suspicion_ms_(options.suspicion_ms) {
-  Member& self = members_[self_id_];
-  self.record = options.self;
-  self.record.state = MemberState::kAlive;
-  self.heard_ms = now_ms;
+  size_t hint = 0;
+  bool added = false;
+  self_ = FindOrAdd(self_id_, now_ms, &hint, &added);
+  self_->record = options.self;
+  self_->record.state = MemberState::kAlive;
+}
+
+Membership::Member* Membership::Find(NodeId id) const {
+  const auto it = std::lower_bound(index_.begin(), index_.end(), id,
+                                   [](const Slot& slot, NodeId key) { return slot.id < key; });
+  return it != index_.end() && it->id == id ? it->member : nullptr;
+}
+
+Membership::Member* Membership::FindOrAdd(NodeId id, int64_t now_ms, size_t* hint, bool* added) {
+  const auto below = [](const Slot& slot, NodeId key) { return slot.id < key; };
+  auto from = index_.begin();
+  if (*hint < index_.size() && index_[*hint].id <= id) {
+    from += static_cast<ptrdiff_t>(*hint);
+    // A run of ascending ids: the next is here or a step on.
+    if (from->id < id && from + 1 != index_.end() && from[1].id >= id) ++from;
+  }
+  auto it = from != index_.end() && from->id >= id
+                ? from
+                : std::lower_bound(from, index_.end(), id, below);
+  *added = it == index_.end() || it->id != id;
+  if (*added) {
+    Member& member = storage_.emplace_back();
+    member.record.node_id = id;
+    member.heard_ms = now_ms;
+    it = index_.insert(it, Slot{id, &member});
+  }
+  *hint = static_cast<size_t>(it - index_.begin());
+  return it->member;
 }
 
 void Membership::Leave(int64_t wall_ms) {
-  Member& self = members_.at(self_id_);
-  self.record.left = true;
-  ++self.record.heartbeat;
-  self.record.heartbeat_wall_ms = wall_ms;
-  Queue(&self);
+  self_->record.left = true;
+  ++self_->record.heartbeat;
+  self_->record.heartbeat_wall_ms = wall_ms;
+  Queue(self_);
 }
 
 Status Membership::Forget(NodeId member, bool* forgotten) {
@@ -47,22 +75,22 @@ Status Membership::Forget(NodeId member, bool* forgotten) {
     return Status::InvalidArgument("node " + std::to_string(member) +
                                    " is this node: stop it to leave the cluster");
   }
-  const auto it = members_.find(member);
-  if (it == members_.end()) {
+  Member* const found = Find(member);
+  if (found == nullptr) {
     return Status::InvalidArgument("no member " + std::to_string(member) +
                                    " in this node's view of the cluster");
   }
-  MemberRecord& record = it->second.record;
+  MemberRecord& record = found->record;
   if (record.left) return Status::OK();
   record.left = true;
   record.forgotten = true;
   *forgotten = true;
-  Queue(&it->second);
+  Queue(found);
   return Status::OK();
 }
 
 bool Membership::Refute(const MemberRecord& record, int64_t wall_ms) {
-  Member& self = members_.at(self_id_);
+  Member& self = *self_;
   if (self.record.left || record.incarnation != self.record.incarnation ||
       record.heartbeat < self.record.heartbeat ||
       (record.state == MemberState::kAlive && !record.left)) {
@@ -77,9 +105,10 @@ bool Membership::Refute(const MemberRecord& record, int64_t wall_ms) {
 bool Membership::Merge(std::span<const MemberRecord> records, int64_t now_ms, int64_t wall_ms,
                        std::vector<Restart>* restarts) {
   bool refuted = false;
+  size_t hint = 0;
   for (const MemberRecord& record : records) {
     if (record.node_id == self_id_) {
-      const MemberRecord& self = members_.at(self_id_).record;
+      const MemberRecord& self = self_->record;
       // Once per previous run: its records keep coming as its suspicion and
       // death spread, and each report sends on what waits (Gossip).
       if (restarts && record.incarnation < self.incarnation && !record.left &&
@@ -90,9 +119,8 @@ bool Membership::Merge(std::span<const MemberRecord> records, int64_t now_ms, in
       refuted = Refute(record, wall_ms) || refuted;
       continue;
     }
-    const auto [it, added] = members_.try_emplace(record.node_id);
-    Member& member = it->second;
-    if (added) member.heard_ms = now_ms;
+    bool added = false;
+    Member& member = *FindOrAdd(record.node_id, now_ms, &hint, &added);
     if (!added && !Newer(record, member.record)) continue;
     // A newer run, or the same run forgotten by an operator (gone for
     // good): what the run it replaces kept back is lost.
@@ -113,9 +141,9 @@ bool Membership::Merge(std::span<const MemberRecord> records, int64_t now_ms, in
 }
 
 void Membership::HeardFrom(NodeId sender, int64_t sender_wall_ms, int64_t now_ms, int64_t wall_ms) {
-  const auto it = members_.find(sender);
-  if (it == members_.end() || sender == self_id_) return;
-  Member& member = it->second;
+  Member* const found = Find(sender);
+  if (found == nullptr || sender == self_id_) return;
+  Member& member = *found;
   member.heard_ms = now_ms;
   if (sender_wall_ms == 0) return;
   member.lag_ms = wall_ms - sender_wall_ms;
@@ -124,22 +152,23 @@ void Membership::HeardFrom(NodeId sender, int64_t sender_wall_ms, int64_t now_ms
 }
 
 void Membership::HeardThrough(NodeId member, int64_t now_ms) {
-  const auto it = members_.find(member);
-  if (it != members_.end() && member != self_id_) it->second.heard_ms = now_ms;
+  Member* const found = Find(member);
+  if (found != nullptr && member != self_id_) found->heard_ms = now_ms;
 }
 
 void Membership::Suspect(NodeId member, int64_t now_ms) {
-  const auto it = members_.find(member);
-  if (it == members_.end() || member == self_id_) return;
-  MemberRecord& record = it->second.record;
+  Member* const found = Find(member);
+  if (found == nullptr || member == self_id_) return;
+  MemberRecord& record = found->record;
   if (record.left || record.state != MemberState::kAlive) return;
   record.state = MemberState::kSuspect;
-  it->second.suspected_ms = now_ms;
-  Queue(&it->second);
+  found->suspected_ms = now_ms;
+  Queue(found);
 }
 
 void Membership::Expire(int64_t now_ms) {
-  for (auto& [id, member] : members_) {
+  for (const Slot& slot : index_) {
+    Member& member = *slot.member;
     if (member.record.left || member.record.state != MemberState::kSuspect ||
         now_ms - member.suspected_ms < suspicion_ms_) {
       continue;
@@ -150,28 +179,30 @@ void Membership::Expire(int64_t now_ms) {
 }
 
 void Membership::Postpone(int64_t stall_ms) {
-  for (auto& [id, member] : members_) {
-    if (member.record.state == MemberState::kSuspect) member.suspected_ms += stall_ms;
+  for (const Slot& slot : index_) {
+    if (slot.member->record.state == MemberState::kSuspect) slot.member->suspected_ms += stall_ms;
   }
 }
 
 bool Membership::AnySuspect() const {
-  return std::any_of(members_.begin(), members_.end(), [](const auto& entry) {
-    return !entry.second.record.left && entry.second.record.state == MemberState::kSuspect;
+  return std::any_of(index_.begin(), index_.end(), [](const Slot& slot) {
+    return !slot.member->record.left && slot.member->record.state == MemberState::kSuspect;
   });
 }
 
 void Membership::Queue(Member* member) {
   ++records_version_;
-  const int log2_members = std::bit_width(members_.size() + 1);  // ceil(log2(n + 1)), about
+  const int log2_members = std::bit_width(index_.size() + 1);  // ceil(log2(n + 1)), about
+  if (member->transmits_left == 0) ++queued_;
   member->transmits_left = kTransmitFactor * log2_members;
   member->transmits_done = 0;
 }
 
 std::vector<MemberRecord> Membership::TakeUpdates(size_t max) {
+  if (queued_ == 0) return {};
   std::vector<Member*> queued;
-  for (auto& [id, member] : members_) {
-    if (member.transmits_left > 0) queued.push_back(&member);
+  for (const Slot& slot : index_) {
+    if (slot.member->transmits_left > 0) queued.push_back(slot.member);
   }
   const size_t count = std::min(max, queued.size());
   std::partial_sort(queued.begin(), queued.begin() + static_cast<ptrdiff_t>(count), queued.end(),
@@ -182,7 +213,7 @@ std::vector<MemberRecord> Membership::TakeUpdates(size_t max) {
   std::vector<MemberRecord> updates;
   updates.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    --queued[i]->transmits_left;
+    if (--queued[i]->transmits_left == 0) --queued_;
     ++queued[i]->transmits_done;
     updates.push_back(queued[i]->record);
   }
@@ -191,19 +222,19 @@ std::vector<MemberRecord> Membership::TakeUpdates(size_t max) {
 
 std::vector<MemberRecord> Membership::RecordsFor(NodeId to, bool ack, size_t max) {
   std::vector<MemberRecord> records = TakeUpdates(max);
-  const auto receiver = members_.find(to);
-  if (receiver != members_.end() && to != self_id_ &&
-      (receiver->second.record.state != MemberState::kAlive || receiver->second.record.left)) {
-    records.push_back(receiver->second.record);
+  const Member* const receiver = Find(to);
+  if (receiver != nullptr && to != self_id_ &&
+      (receiver->record.state != MemberState::kAlive || receiver->record.left)) {
+    records.push_back(receiver->record);
   }
-  if (ack) records.push_back(members_.at(self_id_).record);
+  if (ack) records.push_back(self_->record);
   return records;
 }
 
 std::vector<NodeId> Membership::Probeable() const {
   std::vector<NodeId> probeable;
-  for (const auto& [id, member] : members_) {
-    if (id != self_id_ && !member.record.left && member.record.state != MemberState::kDead) {
+  for (const auto& [id, member] : index_) {
+    if (id != self_id_ && !member->record.left && member->record.state != MemberState::kDead) {
       probeable.push_back(id);
     }
   }
@@ -219,7 +250,8 @@ std::optional<int64_t> Membership::ClockOffsetMs(const Member& member) {
 std::vector<protocol::MemberStatus> Membership::TakeClockChanges(int64_t max_offset_ms,
                                                                  int64_t now_ms) {
   std::vector<protocol::MemberStatus> changes;
-  for (auto& [id, member] : members_) {
+  for (const Slot& slot : index_) {
+    Member& member = *slot.member;
     const std::optional<int64_t> offset_ms = ClockOffsetMs(member);
     if (!offset_ms) continue;
     const bool off = *offset_ms > max_offset_ms || *offset_ms < -max_offset_ms;
@@ -232,8 +264,8 @@ std::vector<protocol::MemberStatus> Membership::TakeClockChanges(int64_t max_off
 
 std::vector<MemberRecord> Membership::Records() const {
   std::vector<MemberRecord> records;
-  records.reserve(members_.size());
-  for (const auto& [id, member] : members_) records.push_back(member.record);
+  records.reserve(index_.size());
+  for (const Slot& slot : index_) records.push_back(slot.member->record);
   return records;
 }
 
@@ -257,14 +289,15 @@ protocol::MemberStatus Membership::StatusOf(const Member& member, int64_t now_ms
 
 std::vector<protocol::MemberStatus> Membership::View(int64_t now_ms) const {
   std::vector<protocol::MemberStatus> view;
-  view.reserve(members_.size());
-  for (const auto& [id, member] : members_) view.push_back(StatusOf(member, now_ms));
+  view.reserve(index_.size());
+  for (const Slot& slot : index_) view.push_back(StatusOf(*slot.member, now_ms));
   return view;
 }
 
 std::vector<protocol::MemberStatus> Membership::TakeChanges(int64_t now_ms) {
   std::vector<protocol::MemberStatus> changes;
-  for (auto& [id, member] : members_) {
+  for (const Slot& slot : index_) {
+    Member& member = *slot.member;
     protocol::MemberStatus status = StatusOf(member, now_ms);
     if (member.reported == status.state) continue;
     member.reported = status.state;
@@ -275,7 +308,7 @@ std::vector<protocol::MemberStatus> Membership::TakeChanges(int64_t now_ms) {
 
 size_t Membership::cluster_size() const {
   size_t size = 0;
-  for (const auto& [id, member] : members_) size += member.record.left ? 0 : 1;
+  for (const Slot& slot : index_) size += slot.member->record.left ? 0 : 1;
   return size;
 }
 
