@@ -84,10 +84,9 @@ void SimNode::Round() {
   round_clock_.Begin(now_ms);
   std::vector<NodeId> relayers;
   if (config_.relay) {
+    relayers.reserve(up_.size() + 1);
     relayers.push_back(config_.id);
-    for (const auto& [peer, link] : links_) {
-      if (link.up) relayers.push_back(peer);
-    }
+    relayers.insert(relayers.end(), up_.begin(), up_.end());
   }
   const RoundDeltas deltas = CollectRoundDeltas(*limiter_, relayers, config_.max_frame_bytes,
                                                 std::exchange(flush_deferred_, false));
@@ -100,10 +99,9 @@ void SimNode::Round() {
   for (const std::string& frame : deltas.to_every_peer.frames) {
     to_every_peer.push_back(std::make_shared<const std::string>(frame));
   }
-  bool all_up = true;
-  for (const auto& [peer, link] : links_) {
-    all_up = all_up && link.up;
-    if (!link.up || to_every_peer.empty()) continue;
+  const bool all_up = up_.size() == links_.size();
+  for (const NodeId peer : up_) {
+    if (to_every_peer.empty()) break;
     for (const Frame& frame : to_every_peer) send_(peer, frame);
     counters_.delta_entries_sent += deltas.to_every_peer.entries;
   }
@@ -114,7 +112,6 @@ void SimNode::Round() {
   }
   Deliver(out);
   FollowMembership();
-  for (auto& [peer, link] : links_) PumpSync(peer, link);
   RunRechecks();
   const int64_t wall_ms = WallMs();
   if (wall_ms >= next_digests_at_ms_ && !leaving_) {
@@ -182,6 +179,7 @@ void SimNode::LinkUp(NodeId peer, uint64_t peer_incarnation) {
   if (found == links_.end() || found->second.up) return;
   Link& link = found->second;
   link.up = true;
+  up_.insert(std::lower_bound(up_.begin(), up_.end(), peer), peer);
   link.peer_incarnation = peer_incarnation;
   send_(peer, TableFrame());
   link.sync.Connected();  // a new connection gets everything
@@ -214,7 +212,8 @@ void SimNode::LinkDown(NodeId peer) {
   const auto found = links_.find(peer);
   if (found == links_.end() || !found->second.up) return;
   found->second.up = false;
-  found->second.went_down = true;
+  up_.erase(std::lower_bound(up_.begin(), up_.end(), peer));
+  went_down_.push_back(peer);
   found->second.sync.Disconnected();
   ++link_events_;
   EndRest();
@@ -235,9 +234,7 @@ void SimNode::Leave() {
   leaving_ = true;
   flush_deferred_ = true;
   const Frame table = TableFrame();
-  for (const auto& [peer, link] : links_) {
-    if (link.up) send_(peer, table);
-  }
+  for (const NodeId peer : up_) send_(peer, table);
   Round();
   Flush();
   if (store_ != nullptr) store_->serving = false;
@@ -281,9 +278,7 @@ void SimNode::Deliver(const std::vector<MemberAgent::Outgoing>& out) {
     protocol::EncodeMembers(message.records, losses_->crash_losses(), probe ? &*probe : nullptr,
                             frame.get());
     if (message.to == MemberAgent::kEveryone) {
-      for (const auto& [peer, link] : links_) {
-        if (link.up) send_(peer, frame);
-      }
+      for (const NodeId peer : up_) send_(peer, frame);
     } else if (link_up(message.to)) {
       send_(message.to, frame);
     }  // else unanswered, as if lost: the probe's timeout tells
@@ -298,23 +293,28 @@ void SimNode::FollowMembership() {
     cluster_size_ = membership.cluster_size();
     const std::set<NodeId> wanted = WantedLinks();
     std::erase_if(links_, [&](const auto& entry) { return !wanted.contains(entry.first); });
+    std::erase_if(up_, [&](NodeId peer) { return !wanted.contains(peer); });
     for (const NodeId peer : wanted) links_.try_emplace(peer);
     ++link_events_;
   }
   const int64_t now_ms = NowMs(), wall_ms = WallMs();
-  size_t unreachable = 0;
   std::vector<MemberAgent::Outgoing> out;
-  for (auto& [peer, link] : links_) {
-    unreachable += link.up ? 0 : 1;
-    if (!std::exchange(link.went_down, false) || link.up) continue;
+  // In order of id, each once, as a pass over the links would find them.
+  std::sort(went_down_.begin(), went_down_.end());
+  went_down_.erase(std::unique(went_down_.begin(), went_down_.end()), went_down_.end());
+  for (const NodeId peer : std::exchange(went_down_, {})) {
+    const auto link = links_.find(peer);
+    if (link == links_.end() || link->second.up) continue;
     agent_->LinkDown(peer, now_ms, &out);
     const auto record = std::find_if(records_.begin(), records_.end(),
                                      [peer](const auto& r) { return r.node_id == peer; });
-    if (record != records_.end()) losses_->LinkWentDown(*record, link.peer_incarnation, wall_ms);
+    if (record != records_.end()) {
+      losses_->LinkWentDown(*record, link->second.peer_incarnation, wall_ms);
+    }
   }
   Deliver(out);
   losses_->Follow(records_, config_.id, wall_ms);
-  limiter_->SetClusterView(cluster_size_, unreachable);
+  limiter_->SetClusterView(cluster_size_, links_.size() - up_.size());
 }
 
 void SimNode::PumpSync(NodeId peer, Link& link) {

@@ -144,7 +144,6 @@ class SimNode {
  private:
   struct Link {
     bool up = false;
-    bool went_down = false;
     uint64_t peer_incarnation = 0;
     LinkSync sync;
   };
@@ -165,7 +164,8 @@ class SimNode {
   void Deliver(const std::vector<MemberAgent::Outgoing>& out);
   // Cluster size, links that went down, crash losses (gossip.cc's FollowMembership).
   void FollowMembership();
-  // Sends what each link owes its peer (a full sync, wanted ranges).
+  // Sends all that the link owes its peer (a full sync, wanted ranges): when
+  // it comes up and when the peer asks, the only times it comes to owe.
   void PumpSync(NodeId peer, Link& link);
   void SendDigests(int64_t ref_ms);
   void RunRechecks();
@@ -185,6 +185,11 @@ class SimNode {
   std::optional<MemberLosses> losses_;
   StateMerger merger_;
   std::map<NodeId, Link> links_;
+  // The peers whose link is up, in ascending order, and those whose link
+  // went down since FollowMembership last looked: a round's passes go over
+  // these, not over every link (a node of a 1,000-node run has 999).
+  std::vector<NodeId> up_;
+  std::vector<NodeId> went_down_;
   std::set<NodeId> synced_from_;   // peers whose full sync arrived
   std::vector<Recheck> rechecks_;  // by due time
   // Answers to a peer's digests that wait for the link to it to come up.
