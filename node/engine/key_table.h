@@ -119,6 +119,20 @@ class KeyTable {
       if (!entry.key.empty()) f(entry);
     }
   }
+  // The same, and ahead(entry) for the live entry `distance` handles on,
+  // before f reaches it: the entries lie in order, but what they point to
+  // does not, so a pass over many keys prefetches it there.
+  template <typename F, typename Ahead>
+  void ForEach(const F& f, const Ahead& ahead, uint32_t distance) {
+    for (uint32_t handle = 0; handle < next_unused_; ++handle) {
+      if (distance < next_unused_ - handle) {
+        const Entry& later = At(handle + distance);
+        if (!later.key.empty()) ahead(later);
+      }
+      Entry& entry = At(handle);
+      if (!entry.key.empty()) f(entry);
+    }
+  }
 
   template <typename IsExpired>
   size_t SweepAll(const IsExpired& is_expired) {

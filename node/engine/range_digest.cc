@@ -1,9 +1,5 @@
 #include "node/engine/range_digest.h"
 
-#include <xxhash.h>
-
-#include <string_view>
-
 #include "node/engine/mix.h"
 
 namespace tally {
@@ -12,7 +8,7 @@ namespace {
 // Folds values into a running hash, one Mix64 per value.
 class Hasher {
  public:
-  explicit Hasher(std::string_view key) : hash_(XXH3_64bits(key.data(), key.size())) {}
+  explicit Hasher(uint64_t key_hash) : hash_(key_hash) {}
   void Add(uint64_t value) { hash_ = Mix64(hash_ + value); }
   void Add(const GCounter& counter) {
     Add(counter.slots().size());
@@ -27,7 +23,7 @@ class Hasher {
   uint64_t hash_;
 };
 
-uint64_t CountsDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
+uint64_t CountsDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
   const WindowCounts& counts = snapshot.counts;
   const int64_t window = ref_ms / static_cast<int64_t>(snapshot.window_ms);
   static const GCounter kNone;
@@ -43,7 +39,7 @@ uint64_t CountsDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
     return 0;
   }  // index > window: a state ahead of ref_ms (another node's clock): hashed as it is
   if (current->empty() && previous->empty()) return 0;
-  Hasher hasher(snapshot.key);
+  Hasher hasher(key_hash);
   hasher.Add(static_cast<uint64_t>(snapshot.algorithm));
   hasher.Add(snapshot.window_ms);
   hasher.Add(static_cast<uint64_t>(index));
@@ -52,9 +48,9 @@ uint64_t CountsDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
   return hasher.value();
 }
 
-uint64_t LogDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
+uint64_t LogDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
   const int64_t oldest_live_ms = ref_ms - static_cast<int64_t>(snapshot.window_ms);
-  Hasher hasher(snapshot.key);
+  Hasher hasher(key_hash);
   hasher.Add(static_cast<uint64_t>(snapshot.algorithm));
   hasher.Add(snapshot.window_ms);
   bool any = false;
@@ -72,12 +68,12 @@ uint64_t LogDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
   return any ? hasher.value() : 0;
 }
 
-uint64_t BucketDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
+uint64_t BucketDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
   BucketSlices bucket = snapshot.bucket;
   const int64_t base = BucketBaseFor(BucketSliceAt(snapshot.window_ms, ref_ms));
   if (bucket.base_slice < base) FoldBucket(bucket, snapshot.window_ms, base);
   // else: a state ahead of ref_ms (another node's clock), hashed as it is
-  Hasher hasher(snapshot.key);
+  Hasher hasher(key_hash);
   hasher.Add(static_cast<uint64_t>(snapshot.algorithm));
   hasher.Add(snapshot.window_ms);
   hasher.Add(bucket.capacity);
@@ -98,12 +94,12 @@ uint64_t BucketDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
 
 }  // namespace
 
-uint64_t KeyDigest(const KeySnapshot& snapshot, int64_t ref_ms) {
+uint64_t KeyDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
   switch (snapshot.algorithm) {
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter: return CountsDigest(snapshot, ref_ms);
-    case Algorithm::kSlidingWindowLog: return LogDigest(snapshot, ref_ms);
-    case Algorithm::kTokenBucket: return BucketDigest(snapshot, ref_ms);
+    case Algorithm::kSlidingWindowCounter: return CountsDigest(snapshot, key_hash, ref_ms);
+    case Algorithm::kSlidingWindowLog: return LogDigest(snapshot, key_hash, ref_ms);
+    case Algorithm::kTokenBucket: return BucketDigest(snapshot, key_hash, ref_ms);
   }
   return 0;
 }

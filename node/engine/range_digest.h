@@ -21,7 +21,9 @@
 namespace tally {
 
 // The digest of the snapshot's replicated state at ref_ms (wall ms); 0 when
-// none of it counts then.
-uint64_t KeyDigest(const KeySnapshot& snapshot, int64_t ref_ms);
+// none of it counts then. key_hash: the key's hash as the key table has it
+// (HashKey with the cluster's seed, alike on every node), so that a pass over
+// a shard hashes each key once.
+uint64_t KeyDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms);
 
 }  // namespace tally

@@ -29,6 +29,9 @@ void FillSnapshot(const BucketEntry& entry, NodeId /*self*/, KeySnapshot* snapsh
 // How many entries ahead a pass over a class's changed or deferred entries
 // prefetches.
 constexpr size_t kCollectAhead = 12;
+// How many entries ahead a pass over every entry of a table (digests, full
+// syncs) prefetches what they point to.
+constexpr uint32_t kPassAhead = 8;
 // How many items ahead a release from a queue of waiting entries prefetches
 // their entries: it reads one byte of each, so it must look further ahead.
 constexpr size_t kReleaseAhead = 32;
@@ -321,31 +324,44 @@ void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
     *hash = HashKey(entry.key.view(), shard.key_hash_seed);
     return range >= kRangesPerShard || RangeOfHash(*hash) == range;
   };
+  // What an entry points to (its peers' slots, stamps or slices), fetched
+  // kPassAhead entries before the pass reads it. The empty volatile asm keeps
+  // the prefetch (see PrefetchAhead).
+  const auto fetch = [](const auto& entry) {
+    asm volatile("");
+    if (const void* outside = OutsideState(entry)) __builtin_prefetch(outside);
+  };
   size_t hash = 0;
   for (auto& limit_class : shard.counters) {
-    limit_class.table->ForEach([&](CounterEntry& entry) {
-      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
-      if (!in_range(entry, &hash)) return;
-      AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
-      f(limit_class, entry, hash);
-    });
+    limit_class.table->ForEach(
+        [&](CounterEntry& entry) {
+          if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+          if (!in_range(entry, &hash)) return;
+          AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
+          f(limit_class, entry, hash);
+        },
+        fetch, kPassAhead);
   }
   for (auto& limit_class : shard.logs) {
-    limit_class.table->ForEach([&](LogEntry& entry) {
-      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
-      if (!in_range(entry, &hash)) return;
-      TrimLog(entry, limit_class.window_ms, now_ms);
-      f(limit_class, entry, hash);
-    });
+    limit_class.table->ForEach(
+        [&](LogEntry& entry) {
+          if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+          if (!in_range(entry, &hash)) return;
+          TrimLog(entry, limit_class.window_ms, now_ms);
+          f(limit_class, entry, hash);
+        },
+        fetch, kPassAhead);
   }
   for (auto& limit_class : shard.buckets) {
-    limit_class.table->ForEach([&](BucketEntry& entry) {
-      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
-      if (!in_range(entry, &hash)) return;
-      AdvanceBucket(entry, limit_class.window_ms,
-                    BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
-      f(limit_class, entry, hash);
-    });
+    limit_class.table->ForEach(
+        [&](BucketEntry& entry) {
+          if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) return;
+          if (!in_range(entry, &hash)) return;
+          AdvanceBucket(entry, limit_class.window_ms,
+                        BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
+          f(limit_class, entry, hash);
+        },
+        fetch, kPassAhead);
   }
 }
 
@@ -383,7 +399,7 @@ uint64_t Shard::UpdateDigests(NodeId self, int64_t ref_ms, KeySnapshot* scratch)
                   const size_t i = RangeOfHash(hash);
                   if ((stale >> i & 1) == 0) return;
                   FillReplica(limit_class, entry, self, scratch);
-                  ranges[i].digest += KeyDigest(*scratch, ref_ms);
+                  ranges[i].digest += KeyDigest(*scratch, hash, ref_ms);
                 });
     for (size_t i = 0; i < kRangesPerShard; ++i) {
       if ((stale >> i & 1) == 0) continue;
