@@ -111,17 +111,9 @@ class KeyTable {
     return erased;
   }
 
-  // Calls f(entry) for every live entry.
-  template <typename F>
-  void ForEach(const F& f) {
-    for (uint32_t handle = 0; handle < next_unused_; ++handle) {
-      Entry& entry = At(handle);
-      if (!entry.key.empty()) f(entry);
-    }
-  }
-  // The same, and ahead(entry) for the live entry `distance` handles on,
-  // before f reaches it: the entries lie in order, but what they point to
-  // does not, so a pass over many keys prefetches it there.
+  // Calls f(entry) for every live entry, and ahead(entry) for the live entry
+  // `distance` handles on, before f reaches it: the entries lie in order, but
+  // what they point to does not, so a pass over many keys prefetches it there.
   template <typename F, typename Ahead>
   void ForEach(const F& f, const Ahead& ahead, uint32_t distance) {
     for (uint32_t handle = 0; handle < next_unused_; ++handle) {

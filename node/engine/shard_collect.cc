@@ -41,6 +41,14 @@ const void* OutsideState(const CounterEntry& entry) { return entry.remote.get();
 const void* OutsideState(const LogEntry& entry) { return entry.own.stamps.data(); }
 const void* OutsideState(const BucketEntry& entry) { return entry.state.nodes.data(); }
 
+// For a pass over a whole table (KeyTable::ForEach): fetches what an entry
+// points to, kPassAhead entries before the pass reads it. The empty volatile
+// asm keeps the prefetch (see PrefetchAhead).
+constexpr auto FetchOutside = [](const auto& entry) {
+  asm volatile("");
+  if (const void* outside = OutsideState(entry)) __builtin_prefetch(outside);
+};
+
 // What that points to and a snapshot reads next: a counter's slots.
 void PrefetchSlots(const CounterEntry& entry) {
   if (const RemoteCounts* remote = entry.remote.get()) __builtin_prefetch(remote->peers.data());
@@ -136,14 +144,16 @@ template <typename Entry>
 void CollectAllClasses(std::vector<LimitClass<Entry>>& classes, NodeId self, int64_t now_ms,
                        KeySnapshot* scratch, const SnapshotSink& sink) {
   for (auto& limit_class : classes) {
-    limit_class.table->ForEach([&](Entry& entry) {
-      if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
-        entry.key.set_marked(kStorageMark, false);
-        ClearPeersUnsaved(entry);
-      } else {
-        Collect(limit_class, entry, self, scratch, sink);
-      }
-    });
+    limit_class.table->ForEach(
+        [&](Entry& entry) {
+          if (IsExpired(entry, limit_class.algorithm, limit_class.window_ms, now_ms)) {
+            entry.key.set_marked(kStorageMark, false);
+            ClearPeersUnsaved(entry);
+          } else {
+            Collect(limit_class, entry, self, scratch, sink);
+          }
+        },
+        FetchOutside, kPassAhead);
     limit_class.changed[kStorageMark].clear();
     limit_class.peers_changed.clear();
   }
@@ -324,13 +334,6 @@ void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
     *hash = HashKey(entry.key.view(), shard.key_hash_seed);
     return range >= kRangesPerShard || RangeOfHash(*hash) == range;
   };
-  // What an entry points to (its peers' slots, stamps or slices), fetched
-  // kPassAhead entries before the pass reads it. The empty volatile asm keeps
-  // the prefetch (see PrefetchAhead).
-  const auto fetch = [](const auto& entry) {
-    asm volatile("");
-    if (const void* outside = OutsideState(entry)) __builtin_prefetch(outside);
-  };
   size_t hash = 0;
   for (auto& limit_class : shard.counters) {
     limit_class.table->ForEach(
@@ -340,7 +343,7 @@ void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
           AdvanceTo(entry, now_ms / static_cast<int64_t>(limit_class.window_ms));
           f(limit_class, entry, hash);
         },
-        fetch, kPassAhead);
+        FetchOutside, kPassAhead);
   }
   for (auto& limit_class : shard.logs) {
     limit_class.table->ForEach(
@@ -350,7 +353,7 @@ void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
           TrimLog(entry, limit_class.window_ms, now_ms);
           f(limit_class, entry, hash);
         },
-        fetch, kPassAhead);
+        FetchOutside, kPassAhead);
   }
   for (auto& limit_class : shard.buckets) {
     limit_class.table->ForEach(
@@ -361,7 +364,7 @@ void ForEachLive(Shard& shard, int64_t now_ms, size_t range, const F& f) {
                         BucketBaseFor(BucketSliceAt(limit_class.window_ms, now_ms)));
           f(limit_class, entry, hash);
         },
-        fetch, kPassAhead);
+        FetchOutside, kPassAhead);
   }
 }
 

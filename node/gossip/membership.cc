@@ -23,6 +23,9 @@ bool Newer(const MemberRecord& a, const MemberRecord& b) {
          std::tuple(b.incarnation, b.heartbeat, Gravity(b));
 }
 
+// Orders the index's slots against an id.
+constexpr auto IdBelow = [](const auto& slot, NodeId id) { return slot.id < id; };
+
 }  // namespace
 
 Membership::Membership(const Options& options, int64_t now_ms)
@@ -35,22 +38,18 @@ Membership::Membership(const Options& options, int64_t now_ms)
 }
 
 Membership::Member* Membership::Find(NodeId id) const {
-  const auto it = std::lower_bound(index_.begin(), index_.end(), id,
-                                   [](const Slot& slot, NodeId key) { return slot.id < key; });
+  const auto it = std::lower_bound(index_.begin(), index_.end(), id, IdBelow);
   return it != index_.end() && it->id == id ? it->member : nullptr;
 }
 
 Membership::Member* Membership::FindOrAdd(NodeId id, int64_t now_ms, size_t* hint, bool* added) {
-  const auto below = [](const Slot& slot, NodeId key) { return slot.id < key; };
   auto from = index_.begin();
-  if (*hint < index_.size() && index_[*hint].id <= id) {
-    from += static_cast<ptrdiff_t>(*hint);
-    // A run of ascending ids: the next is here or a step on.
-    if (from->id < id && from + 1 != index_.end() && from[1].id >= id) ++from;
-  }
-  auto it = from != index_.end() && from->id >= id
+  // Past the last one found, when it is below: in a run of ascending ids the
+  // next is found there at once.
+  if (*hint < index_.size() && index_[*hint].id < id) from += static_cast<ptrdiff_t>(*hint + 1);
+  auto it = from == index_.end() || from->id >= id
                 ? from
-                : std::lower_bound(from, index_.end(), id, below);
+                : std::lower_bound(from, index_.end(), id, IdBelow);
   *added = it == index_.end() || it->id != id;
   if (*added) {
     Member& member = storage_.emplace_back();

@@ -100,10 +100,11 @@ void SimNode::Round() {
     to_every_peer.push_back(std::make_shared<const std::string>(frame));
   }
   const bool all_up = up_.size() == links_.size();
-  for (const NodeId peer : up_) {
-    if (to_every_peer.empty()) break;
-    for (const Frame& frame : to_every_peer) send_(peer, frame);
-    counters_.delta_entries_sent += deltas.to_every_peer.entries;
+  if (!to_every_peer.empty()) {
+    for (const NodeId peer : up_) {
+      for (const Frame& frame : to_every_peer) send_(peer, frame);
+      counters_.delta_entries_sent += deltas.to_every_peer.entries;
+    }
   }
   std::vector<MemberAgent::Outgoing> out;
   if (!leaving_) {
