@@ -52,8 +52,7 @@
 // that, receive buffers grow only as large frames arrive, by at most
 // max_buffer_bytes for all sessions together (node/net/receive_buffer.h);
 // a session that needs more is refused. A frame dripped slowly is closed by
-// the idle timeout, which runs from the last complete message, not the
-// last byte.
+// the idle timeout, which runs from the frame's first byte, not its last.
 //
 // TLS (Options::tls, node/tls/tls_context.h): every link and session runs
 // TLS 1.3 under the connection, with a PSK derived from the cluster secret
@@ -67,8 +66,8 @@
 // into the Limiter as it arrives (idempotent: duplicated, replayed or
 // reordered messages change nothing). A session that sends anything but a
 // well-formed hello first, a message without a valid seal, garbage, this
-// node's own id, or sends no whole message for idle_timeout_ms before its
-// first seal checks out or while a frame is half there, is closed and logged
+// node's own id, or that sends no sealed message within idle_timeout_ms of
+// opening, or leaves a message half there that long, is closed and logged
 // (rate-limited); the others go on. With max_connections sessions open, a
 // new connection is closed at once (logged, counted as refused). Accepting
 // backs off when descriptors run out (node/net/accept_loop.h). The

@@ -55,7 +55,7 @@ asio::awaitable<void> PeerLink::Run() {
         co_await stream_.async_read_some(asio::buffer(ignored),
                                          asio::redirect_error(asio::use_awaitable, ec));
       }
-      Reset(ec == asio::error::eof ? "closed by the peer" : ec.message());
+      Reset((ec == asio::error::eof ? "closed by the peer" : ec.message()) + WriteState());
     } else if (is_self_) {
       spdlog::info("gossip seed {} is this node: not dialled", address_);
       break;
@@ -169,6 +169,12 @@ asio::awaitable<Status> PeerLink::Connect() {
   shared_.probes->LinkUp(peer_id_);
   PublishStatus();
   co_return Status::OK();
+}
+
+std::string PeerLink::WriteState() const {
+  if (!writing_) return " (nothing being written)";
+  return " (a write under way for " + std::to_string(shared_.NowMs() - write_started_ms_) +
+         " ms, " + std::to_string(queued_bytes_) + " bytes queued)";
 }
 
 void PeerLink::Reset(const std::string& why) {

@@ -220,6 +220,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // Queues the full sync's next shards, then wanted ranges, while the queue is short.
   void PumpSync();
   void Reset(const std::string& why);
+  // For a reset's log line: whether a write was under way, and for how long.
+  std::string WriteState() const;
   void PublishStatus();
 
   GossipShared& shared_;
@@ -275,6 +277,9 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint64_t sequence() const { return sequence_; }
 
  private:
+  // For a session closed by the idle timeout, its log line: what it
+  // received of the next message and its seal.
+  std::string Progress() const;
   asio::awaitable<void> Run();
   asio::awaitable<Status> Serve();
   // Merges the message's state (StateMerger); a rejected entry is counted and logged.
@@ -302,7 +307,10 @@ class PeerSession : public std::enable_shared_from_this<PeerSession> {
   uint64_t next_seq_ = 1;
   bool counted_ = false;  // counted among the node's open sessions
   bool refused_ = false;
-  int64_t last_frame_ms_;
+  const int64_t opened_ms_;  // NowMs() when the session was accepted
+  // Digests are being compared (Serve): the comparison yields, with the
+  // message still in in_.
+  bool handling_ = false;
   StateMerger merger_;  // the gossip thread's, like every member
 };
 

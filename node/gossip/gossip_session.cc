@@ -96,7 +96,7 @@ PeerSession::PeerSession(GossipShared& shared, tcp::socket socket,
       peer_(PeerName(socket_)),
       sequence_(sequence),
       in_(&shared_.buffer_budget, shared_.options.clock),
-      last_frame_ms_(shared_.NowMs()) {}
+      opened_ms_(shared_.NowMs()) {}
 
 void PeerSession::Start() {
   sessions_->insert(shared_from_this());
@@ -112,12 +112,33 @@ void PeerSession::Close() {
 }
 
 void PeerSession::Tick(int64_t now_ms) {
-  const bool waiting = !counted_ || !in_.readable().empty();
-  if (waiting && socket_.is_open() && now_ms - last_frame_ms_ > shared_.options.idle_timeout_ms) {
-    shared_.log.Warn("closing gossip session from " + peer_ + ": silent for " +
-                     std::to_string(now_ms - last_frame_ms_) + " ms");
+  // Before the peer proves the secret: since the session opened. After: only
+  // while a message (or its seal) is half there, since its first byte came;
+  // a member with nothing to send sends nothing for as long as it likes.
+  // Not while this node handles a message (a comparison of digests yields).
+  const int64_t since_ms = !counted_ ? opened_ms_ : in_.frame_started_ms();
+  if (since_ms < 0 || handling_ || !socket_.is_open()) return;
+  if (now_ms - since_ms > shared_.options.idle_timeout_ms) {
+    shared_.log.Warn("closing gossip session from " + peer_ + ": " +
+                     (counted_ ? "a message half there for " : "no sealed message for ") +
+                     std::to_string(now_ms - since_ms) + " ms, " + Progress());
     Close();
   }
+}
+
+std::string PeerSession::Progress() const {
+  const std::span<const std::byte> received = in_.readable();
+  size_t offset = 0;
+  for (const char* what : {"a message", "its seal"}) {
+    const protocol::FrameScan scan = protocol::ScanFrame(
+        received.subspan(offset), counted_ ? PeerFrameLimits() : HandshakeFrameLimits());
+    if (scan.state != protocol::FrameScan::State::kComplete) {
+      return "with " + std::to_string(received.size() - offset) + " bytes of " + what +
+             " received (" + std::to_string(scan.frame_bytes) + " needed to go on)";
+    }
+    offset += scan.frame_bytes;
+  }
+  return "with a whole message and its seal received, not yet read";
 }
 
 void PeerSession::Refuse(const std::string& why) {
@@ -200,7 +221,6 @@ asio::awaitable<Status> PeerSession::Serve() {
       shared_.member_losses.Alive(node_id_, peer_incarnation);
     }
     if (Status status = DecodeAt(in_, 0, sizes[0], &message); !status.ok()) co_return status;
-    last_frame_ms_ = shared_.NowMs();
     switch (message.kind) {
       case protocol::PeerMessageKind::kState:
         if (Status status = Merge(message); !status.ok()) co_return status;
@@ -211,7 +231,9 @@ asio::awaitable<Status> PeerSession::Serve() {
         Heard(0, 0, false);
         break;
       case protocol::PeerMessageKind::kDigests:
+        handling_ = true;
         co_await CompareDigests(message);
+        handling_ = false;
         Heard(0, 0, false);
         break;
       case protocol::PeerMessageKind::kRanges:

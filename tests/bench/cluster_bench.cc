@@ -607,6 +607,9 @@ int main(int argc, char** argv) {
                  "Seconds of the simulation's load replayed in part 9")
       ->check(CLI::Range(1, 600))
       ->capture_default_str();
+  app.add_option("--keep-dir", settings.keep_dir,
+                 "Keep every cluster's data directories and node logs here (cluster-1, "
+                 "cluster-2, ... in start order) instead of removing them");
   bool agreement_check = false;
   app.add_flag("--agreement-check", agreement_check,
                "Exit 1 when a measure of part 9 is not within 20% of the simulation's (a test)");

@@ -59,6 +59,10 @@ struct Settings {
   std::vector<size_t> agreement_nodes = {3, 5, 8};
   uint64_t agreement_seed = 1;
   int agreement_load_s = 20;
+  // Where every cluster's data directories and node logs stay after its run
+  // (cluster-1, cluster-2, ... in start order); empty: a temporary directory,
+  // removed.
+  std::string keep_dir;
 };
 
 // Adds one row (a JSON object) to the results; WriteJson writes them all as

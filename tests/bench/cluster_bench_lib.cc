@@ -81,6 +81,10 @@ std::unique_ptr<cluster::LocalCluster> Start(const Settings& settings, size_t no
   options.gossip = gossip;
   options.seeds = std::move(seeds);
   options.start_timeout_ms = 60'000;
+  if (!settings.keep_dir.empty()) {
+    static int clusters_started = 0;
+    options.root = settings.keep_dir + "/cluster-" + std::to_string(++clusters_started);
+  }
   options.node_args = {"--memory-only"};  // persistence has its own benchmark
   options.node_args.insert(options.node_args.end(), flags.begin(), flags.end());
   std::unique_ptr<cluster::LocalCluster> cluster;

@@ -25,7 +25,8 @@
 # figure, 0 skips it) seconds over SCALE_LOAD_KEYS (1000000) far keys, about
 # 3 minutes per size; AGREEMENT_NODES (3,5,8), AGREEMENT_LOAD_S (20) and
 # AGREEMENT_SEED (1) for ONLY=agreement: a tally-sim run's requests replayed
-# on real nodes, about a minute a size. For example:
+# on real nodes, about a minute a size; KEEP_DIR (empty): keep every cluster's
+# node directories and logs there (cluster-1, cluster-2, ...). For example:
 #   ONLY=overhead bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ACCURACY_WINDOWS=20 bash tests/bench/run_cluster_bench.sh
 #   ONLY=accuracy ALGORITHMS=sliding_log,token_bucket bash tests/bench/run_cluster_bench.sh
@@ -55,5 +56,5 @@ fi
   --scale-keys "${SCALE_KEYS:-0}" ${SCALE_FILL_ONE:+--scale-fill-one} --scale-load-rate "${SCALE_LOAD_RATE:-20000}" \
   --scale-load-s "${SCALE_LOAD_S:-60}" --scale-load-keys "${SCALE_LOAD_KEYS:-1000000}" \
   --agreement-nodes "${AGREEMENT_NODES:-3,5,8}" --agreement-load-s "${AGREEMENT_LOAD_S:-20}" \
-  --agreement-seed "${AGREEMENT_SEED:-1}" \
+  --agreement-seed "${AGREEMENT_SEED:-1}" ${KEEP_DIR:+--keep-dir "$KEEP_DIR"} \
   --duration-ms "${DURATION_MS:-4000}" --json "$build_dir/cluster_bench.json"

@@ -14,6 +14,7 @@
 #include "protocol/peer_codec.h"
 #include "tests/support/poll.h"
 #include "tests/support/raw_connection.h"
+#include "tests/support/test_peer.h"
 
 namespace tally {
 namespace {
@@ -227,7 +228,7 @@ TEST_CASE("gossip: a range that differed only for what was on its way is not sen
 // A hello dripped a byte a second never completes a message, so its
 // session is closed idle_timeout_ms after it opened, by the injected clock,
 // however regularly the bytes come.
-TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whole message") {
+TEST_CASE("gossip: a dripped hello is closed idle_timeout_ms after the session opened") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
   Gossip::Options options = OptionsOn(&clock);
   options.idle_timeout_ms = 5'000;
@@ -248,6 +249,38 @@ TEST_CASE("gossip: a dripped frame is closed idle_timeout_ms after the last whol
   CHECK_FALSE(dripper.ClosedByPeer(120));
   clock.AdvanceMs(6);  // 5,001 ms after the connection opened
   CHECK(dripper.ClosedByPeer(1'000));
+  node.gossip->Stop();
+}
+
+// A member with nothing to send sends nothing; when its next message comes
+// in pieces after a long quiet, the session is not cut off: the idle timeout
+// runs from the first byte of the message in progress, not from the last
+// whole message. A message left half there that long is still closed.
+TEST_CASE("gossip: a quiet member's message that comes in pieces is not cut off") {
+  ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
+  Gossip::Options options = OptionsOn(&clock);
+  options.idle_timeout_ms = 5'000;
+  TestNode node(1, &clock);
+  node.gossip.emplace(options, &node.limiter);
+  REQUIRE(node.gossip->Listen().ok());
+  node.gossip->Start();
+  testing::TestPeer peer(node.gossip->port());
+  REQUIRE(peer.Handshake(9, options.cluster_secret));
+  std::string heartbeat;
+  protocol::EncodeHeartbeat(&heartbeat);
+  peer.Send(peer.Sealed(heartbeat));  // proves the secret
+  clock.AdvanceMs(10'000);            // quiet
+  const std::string next = peer.Sealed(heartbeat);
+  peer.Send(next.substr(0, 8));
+  CHECK_FALSE(peer.connection().ClosedByPeer(120));  // rounds run every 50 ms of real time
+  clock.AdvanceMs(4'000);
+  CHECK_FALSE(peer.connection().ClosedByPeer(120));
+  peer.Send(next.substr(8));
+  const std::string stalled = peer.Sealed(heartbeat);
+  peer.Send(stalled.substr(0, stalled.size() - 1));
+  CHECK_FALSE(peer.connection().ClosedByPeer(120));
+  clock.AdvanceMs(5'001);
+  CHECK(peer.connection().ClosedByPeer(1'000));
   node.gossip->Stop();
 }
 

@@ -114,7 +114,7 @@ TEST_CASE(
   ExpectRefused(*cluster, 2, {"--cluster-secret-file", cluster->secret_path()}, "plain-intruder",
                 "does not speak TLS");
   CHECK(silent.ClosedByPeer(8'000));
-  CHECK(cluster->process(0).Log().find("silent for") != std::string::npos);
+  CHECK(cluster->process(0).Log().find("no sealed message for") != std::string::npos);
   ExpectConvergence(*cluster, "after-silence");
 }
 
