@@ -225,17 +225,22 @@ TEST_CASE("gossip: a range that differed only for what was on its way is not sen
   CHECK(pair.AStats().gossip_ranges_sent == 0);
 }
 
+// Starts the node's gossip, listening, with an idle timeout of 5 s.
+void StartWithIdleTimeout(TestNode* node, const Clock* clock) {
+  Gossip::Options options = OptionsOn(clock);
+  options.idle_timeout_ms = 5'000;
+  node->gossip.emplace(options, &node->limiter);
+  REQUIRE(node->gossip->Listen().ok());
+  node->gossip->Start();
+}
+
 // A hello dripped a byte a second never completes a message, so its
 // session is closed idle_timeout_ms after it opened, by the injected clock,
 // however regularly the bytes come.
 TEST_CASE("gossip: a dripped hello is closed idle_timeout_ms after the session opened") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
-  Gossip::Options options = OptionsOn(&clock);
-  options.idle_timeout_ms = 5'000;
   TestNode node(1, &clock);
-  node.gossip.emplace(options, &node.limiter);
-  REQUIRE(node.gossip->Listen().ok());
-  node.gossip->Start();
+  StartWithIdleTimeout(&node, &clock);
   std::string hello;
   protocol::EncodeHello(9, protocol::RandomNonce(), false, 0, &hello);
   testing::RawConnection dripper(node.gossip->port());
@@ -258,14 +263,10 @@ TEST_CASE("gossip: a dripped hello is closed idle_timeout_ms after the session o
 // whole message. A message left half there that long is still closed.
 TEST_CASE("gossip: a quiet member's message that comes in pieces is not cut off") {
   ManualClock clock(/*wall_ms=*/1'700'000'000'000, /*monotonic_ms=*/1'000);
-  Gossip::Options options = OptionsOn(&clock);
-  options.idle_timeout_ms = 5'000;
   TestNode node(1, &clock);
-  node.gossip.emplace(options, &node.limiter);
-  REQUIRE(node.gossip->Listen().ok());
-  node.gossip->Start();
+  StartWithIdleTimeout(&node, &clock);
   testing::TestPeer peer(node.gossip->port());
-  REQUIRE(peer.Handshake(9, options.cluster_secret));
+  REQUIRE(peer.Handshake(9, OptionsOn(&clock).cluster_secret));
   std::string heartbeat;
   protocol::EncodeHeartbeat(&heartbeat);
   peer.Send(peer.Sealed(heartbeat));  // proves the secret
