@@ -334,8 +334,8 @@ bool PeerClassDecoder::Next(KeySnapshot* snapshot) {
 std::string PeerVersionMismatch(uint32_t peer_version) {
   return "the peer speaks peer protocol version " + std::to_string(peer_version) +
          ", this node version " + std::to_string(kPeerProtocolVersion) +
-         " (version 2 replicates token buckets in a format version 1 cannot read): run one "
-         "version of tally across the cluster";
+         " (version 3 keeps membership by SWIM probes, version 2 by heartbeats; each refuses "
+         "the other's): run one version of tally across the cluster";
 }
 
 void EncodeHello(NodeId node_id, std::string_view nonce, bool relays, uint64_t incarnation,
