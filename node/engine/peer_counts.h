@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <absl/container/inlined_vector.h>
 
@@ -55,6 +56,8 @@ class PeerCounts {
   void ExportTo(WindowCounts* counts) const;
   // The slots' memory, for cache hints (inside this object up to kInlinePeers).
   const Slot* data() const { return slots_.data(); }
+  // Sorted by node; a slot may hold a zero count in one of its windows.
+  std::span<const Slot> slots() const { return {slots_.data(), slots_.size()}; }
 
  private:
   void Merge(const GCounter& from, NodeId except, size_t room, uint32_t Slot::*window,

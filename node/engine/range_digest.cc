@@ -1,5 +1,7 @@
 #include "node/engine/range_digest.h"
 
+#include <span>
+
 #include "node/engine/mix.h"
 
 namespace tally {
@@ -10,12 +12,15 @@ class Hasher {
  public:
   explicit Hasher(uint64_t key_hash) : hash_(key_hash) {}
   void Add(uint64_t value) { hash_ = Mix64(hash_ + value); }
-  void Add(const GCounter& counter) {
-    Add(counter.slots().size());
-    for (const GCounter::Slot& slot : counter.slots()) {  // sorted, no zero count
-      Add(slot.node);
-      Add(slot.count);
-    }
+  // One window's `size` slots (nullptr: none), by node, no zero count.
+  template <typename Slots>
+  void AddSlots(const Slots* slots, size_t size) {
+    Add(size);
+    if (slots == nullptr) return;
+    slots->ForEach([&](NodeId node, uint64_t count) {
+      Add(node);
+      Add(count);
+    });
   }
   uint64_t value() const { return hash_; }
 
@@ -23,28 +28,85 @@ class Hasher {
   uint64_t hash_;
 };
 
-uint64_t CountsDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
-  const WindowCounts& counts = snapshot.counts;
-  const int64_t window = ref_ms / static_cast<int64_t>(snapshot.window_ms);
-  static const GCounter kNone;
-  // The counts of the window at ref_ms and of the one before it.
-  const GCounter* current = &counts.current;
-  const GCounter* previous = &counts.previous;
-  int64_t index = counts.window_index;
+// A window's slots as a snapshot holds them.
+class SnapshotSlots {
+ public:
+  explicit SnapshotSlots(const GCounter& counter) : counter_(counter) {}
+  size_t size() const { return counter_.slots().size(); }
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const GCounter::Slot& slot : counter_.slots()) f(slot.node, slot.count);
+  }
+
+ private:
+  const GCounter& counter_;
+};
+
+// A window's slots as an entry holds them: its own count and its peers', in
+// the order ExportCounts gives its snapshot (by node, zero counts left out).
+class EntrySlots {
+ public:
+  EntrySlots(const CounterEntry& entry, NodeId self, bool previous)
+      : own_(previous ? entry.own_previous : entry.own_current),
+        peers_(entry.remote ? entry.remote->peers.slots() : std::span<const PeerCounts::Slot>()),
+        self_(self),
+        previous_(previous) {}
+  size_t size() const {
+    size_t count = own_ != 0 ? 1 : 0;
+    for (const PeerCounts::Slot& slot : peers_) count += Count(slot) != 0 ? 1 : 0;
+    return count;
+  }
+  template <typename F>
+  void ForEach(F&& f) const {
+    bool own_done = own_ == 0;
+    for (const PeerCounts::Slot& slot : peers_) {
+      if (!own_done && self_ < slot.node) {
+        f(self_, own_);
+        own_done = true;
+      }
+      if (Count(slot) != 0) f(slot.node, Count(slot));
+    }
+    if (!own_done) f(self_, own_);
+  }
+
+ private:
+  uint32_t Count(const PeerCounts::Slot& slot) const {
+    return previous_ ? slot.previous : slot.current;
+  }
+
+  uint32_t own_;
+  std::span<const PeerCounts::Slot> peers_;  // never this node's
+  NodeId self_;
+  bool previous_;
+};
+
+// A counting key's digest from its two windows' slots (window_index: the
+// newer one's), whatever holds them.
+template <typename Slots>
+uint64_t CountsDigest(Algorithm algorithm, uint64_t window_ms, int64_t window_index,
+                      const Slots& current, const Slots& previous, uint64_t key_hash,
+                      int64_t ref_ms) {
+  const int64_t window = ref_ms / static_cast<int64_t>(window_ms);
+  // The slots of the window at ref_ms (nullptr: none) and of the one before it.
+  const Slots* at_ref = &current;
+  const Slots* before_ref = &previous;
+  int64_t index = window_index;
   if (index == window - 1) {
-    previous = &counts.current;
-    current = &kNone;
+    before_ref = &current;
+    at_ref = nullptr;
     index = window;
   } else if (index < window - 1) {
     return 0;
   }  // index > window: a state ahead of ref_ms (another node's clock): hashed as it is
-  if (current->empty() && previous->empty()) return 0;
+  const size_t at_ref_size = at_ref != nullptr ? at_ref->size() : 0;
+  const size_t before_ref_size = before_ref->size();
+  if (at_ref_size == 0 && before_ref_size == 0) return 0;
   Hasher hasher(key_hash);
-  hasher.Add(static_cast<uint64_t>(snapshot.algorithm));
-  hasher.Add(snapshot.window_ms);
+  hasher.Add(static_cast<uint64_t>(algorithm));
+  hasher.Add(window_ms);
   hasher.Add(static_cast<uint64_t>(index));
-  hasher.Add(*current);
-  hasher.Add(*previous);
+  hasher.AddSlots(at_ref, at_ref_size);
+  hasher.AddSlots(before_ref, before_ref_size);
   return hasher.value();
 }
 
@@ -97,11 +159,22 @@ uint64_t BucketDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t re
 uint64_t KeyDigest(const KeySnapshot& snapshot, uint64_t key_hash, int64_t ref_ms) {
   switch (snapshot.algorithm) {
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingWindowCounter: return CountsDigest(snapshot, key_hash, ref_ms);
+    case Algorithm::kSlidingWindowCounter: {
+      const WindowCounts& counts = snapshot.counts;
+      return CountsDigest(snapshot.algorithm, snapshot.window_ms, counts.window_index,
+                          SnapshotSlots(counts.current), SnapshotSlots(counts.previous), key_hash,
+                          ref_ms);
+    }
     case Algorithm::kSlidingWindowLog: return LogDigest(snapshot, key_hash, ref_ms);
     case Algorithm::kTokenBucket: return BucketDigest(snapshot, key_hash, ref_ms);
   }
   return 0;
+}
+
+uint64_t CounterDigest(Algorithm algorithm, uint64_t window_ms, const CounterEntry& entry,
+                       NodeId self, uint64_t key_hash, int64_t ref_ms) {
+  return CountsDigest(algorithm, window_ms, entry.window_index, EntrySlots(entry, self, false),
+                      EntrySlots(entry, self, true), key_hash, ref_ms);
 }
 
 }  // namespace tally

@@ -401,8 +401,13 @@ uint64_t Shard::UpdateDigests(NodeId self, int64_t ref_ms, KeySnapshot* scratch)
                 [&](const auto& limit_class, const auto& entry, size_t hash) {
                   const size_t i = RangeOfHash(hash);
                   if ((stale >> i & 1) == 0) return;
-                  FillReplica(limit_class, entry, self, scratch);
-                  ranges[i].digest += KeyDigest(*scratch, hash, ref_ms);
+                  if constexpr (std::is_same_v<std::decay_t<decltype(entry)>, CounterEntry>) {
+                    ranges[i].digest += CounterDigest(limit_class.algorithm, limit_class.window_ms,
+                                                      entry, self, hash, ref_ms);
+                  } else {
+                    FillReplica(limit_class, entry, self, scratch);
+                    ranges[i].digest += KeyDigest(*scratch, hash, ref_ms);
+                  }
                 });
     for (size_t i = 0; i < kRangesPerShard; ++i) {
       if ((stale >> i & 1) == 0) continue;
