@@ -54,9 +54,8 @@ class PeerCounts {
   void Roll();
   // Adds every slot to the windows of *counts (GCounter::MergeSlot).
   void ExportTo(WindowCounts* counts) const;
-  // The slots' memory, for cache hints (inside this object up to kInlinePeers).
-  const Slot* data() const { return slots_.data(); }
-  // Sorted by node; a slot may hold a zero count in one of its windows.
+  // Sorted by node; a slot may hold a zero count in one of its windows. Its
+  // memory is inside this object up to kInlinePeers (for cache hints).
   std::span<const Slot> slots() const { return {slots_.data(), slots_.size()}; }
 
  private:

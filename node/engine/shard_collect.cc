@@ -51,7 +51,8 @@ constexpr auto FetchOutside = [](const auto& entry) {
 
 // What that points to and a snapshot reads next: a counter's slots.
 void PrefetchSlots(const CounterEntry& entry) {
-  if (const RemoteCounts* remote = entry.remote.get()) __builtin_prefetch(remote->peers.data());
+  if (const RemoteCounts* remote = entry.remote.get())
+    __builtin_prefetch(remote->peers.slots().data());
 }
 void PrefetchSlots(const LogEntry&) {}
 void PrefetchSlots(const BucketEntry&) {}

@@ -88,7 +88,7 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
         prefetch(&remote->peers);
         prefetch(&remote->peers_unsaved);
       }
-      if (remote && level == 1) prefetch(remote->peers.data());
+      if (remote && level == 1) prefetch(remote->peers.slots().data());
       break;
     }
     case Algorithm::kSlidingWindowLog: {

@@ -106,7 +106,7 @@ TEST_CASE("peer counts match two G-counters on random merges") {
 // Whether the peers' slots live inside the PeerCounts object (no allocation of their own).
 bool Inline(const PeerCounts& peers) {
   const auto* object = reinterpret_cast<const char*>(&peers);
-  const auto* slots = reinterpret_cast<const char*>(peers.data());
+  const auto* slots = reinterpret_cast<const char*>(peers.slots().data());
   return slots >= object && slots < object + sizeof(PeerCounts);
 }
 
