@@ -173,9 +173,8 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
   // central limiter admits at once (whatever its cost) is admitted.
   const bool idle = check.current == 0 && check.previous == 0;
   if (escrowed()) {
-    if (entry && !entry->remote) entry->remote = std::make_unique<RemoteCounts>();
     if (!entry) *fresh = std::make_unique<RemoteCounts>();
-    RemoteCounts& remote = entry ? *entry->remote : **fresh;
+    RemoteCounts& remote = entry ? entry->peers.MakeFull() : **fresh;
     if (!remote.epoch) remote.epoch = std::make_unique<EscrowEpoch>();
     EscrowEpoch& epoch = *remote.epoch;
     const int64_t epoch_ms = settings_.escrow_epoch_ms;
@@ -225,7 +224,7 @@ int64_t Coordination::Counter(const CounterCheck& check, CounterEntry* entry,
   }
   if (CountsUnsent()) {
     CapToShare({check.cost, check.unheard_before, check.demand, check.now_ms,
-                entry && entry->remote ? &entry->remote->turn_at_ms : nullptr, nullptr},
+                entry && entry->peers.full() ? &entry->peers.full()->turn_at_ms : nullptr, nullptr},
                decision);
   }
   return GossipDelayMs(spec, check.unsent_after, decision->remaining);

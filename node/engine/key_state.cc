@@ -27,9 +27,9 @@ uint32_t Saturated32(uint64_t value) {
 }
 
 DeniedCounts& DeniedOf(CounterEntry& entry) {
-  if (!entry.remote) entry.remote = std::make_unique<RemoteCounts>();
-  if (!entry.remote->denied) entry.remote->denied = std::make_unique<DeniedCounts>();
-  return *entry.remote->denied;
+  RemoteCounts& remote = entry.peers.MakeFull();
+  if (!remote.denied) remote.denied = std::make_unique<DeniedCounts>();
+  return *remote.denied;
 }
 
 DeniedCounts& DeniedOf(BucketEntry& entry) {
@@ -103,20 +103,18 @@ int64_t CurrentPeriod(const BucketSlices& state) {
 // Merges `from` into the own slot (inline) and the peers' slots of one
 // window (the current one unless `previous`).
 void MergeWindow(const GCounter& from, NodeId self, size_t peers, uint32_t& own,
-                 std::unique_ptr<RemoteCounts>& remote, bool previous) {
+                 CounterPeers& others, bool previous) {
   const uint64_t own_count = from.Get(self);
   own = std::max(own, Saturated32(own_count));
   const size_t own_slots = own_count > 0 ? 1 : 0;
   if (from.slots().size() == own_slots) return;  // nothing of a peer's
-  if (!remote) remote = std::make_unique<RemoteCounts>();
-  // A key that two peers or fewer admit on keeps their slots inside the
-  // entry, however large the cluster; one that needs more makes room for
-  // `peers` at once.
-  PeerCounts& counts = remote->peers;
+  // A key that one peer admits on keeps its slot inside the entry, one that
+  // two do inside their RemoteCounts, however large the cluster; one that
+  // needs more makes room for `peers` at once.
   if (previous) {
-    counts.MergePrevious(from, /*except=*/self, peers);
+    others.MergePrevious(from, /*except=*/self, peers);
   } else {
-    counts.MergeCurrent(from, /*except=*/self, peers);
+    others.MergeCurrent(from, /*except=*/self, peers);
   }
 }
 
@@ -185,31 +183,31 @@ void AdvanceTo(CounterEntry& entry, int64_t window_index) {
   if (next_window) {
     entry.own_previous = entry.own_current;
     entry.own_current = 0;
-    if (entry.remote) {
-      entry.remote->peers.Roll();
-      if (DeniedCounts* denied = entry.remote->denied.get()) ShiftDenied(*denied);
-      if (entry.remote->peers.empty() && !entry.remote->denied) entry.remote.reset();
+    entry.peers.Roll();
+    if (RemoteCounts* remote = entry.peers.full()) {
+      if (DeniedCounts* denied = remote->denied.get()) ShiftDenied(*denied);
+      if (remote->peers.empty() && !remote->denied) entry.peers.Reset();
     }
     return;
   }
   entry.own_previous = 0;
   entry.own_current = 0;
-  entry.remote.reset();
+  entry.peers.Reset();
 }
 
 uint64_t CurrentTotal(const CounterEntry& entry) {
-  return entry.own_current + (entry.remote ? entry.remote->peers.current_sum() : 0);
+  return entry.own_current + entry.peers.current_sum();
 }
 
 uint64_t PreviousTotal(const CounterEntry& entry) {
-  return entry.own_previous + (entry.remote ? entry.remote->peers.previous_sum() : 0);
+  return entry.own_previous + entry.peers.previous_sum();
 }
 
 void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) {
   counts->window_index = entry.window_index;
   counts->current.Clear();  // keeps the memory of a reused snapshot
   counts->previous.Clear();
-  if (entry.remote) entry.remote->peers.ExportTo(counts);
+  entry.peers.ExportTo(counts);
   counts->current.MergeSlot(self, entry.own_current);
   counts->previous.MergeSlot(self, entry.own_previous);
 }
@@ -217,10 +215,10 @@ void ExportCounts(const CounterEntry& entry, NodeId self, WindowCounts* counts) 
 void MergeCounts(CounterEntry& entry, NodeId self, size_t peers, const WindowCounts& counts) {
   AdvanceTo(entry, counts.window_index);
   if (counts.window_index == entry.window_index) {
-    MergeWindow(counts.current, self, peers, entry.own_current, entry.remote, false);
-    MergeWindow(counts.previous, self, peers, entry.own_previous, entry.remote, true);
+    MergeWindow(counts.current, self, peers, entry.own_current, entry.peers, false);
+    MergeWindow(counts.previous, self, peers, entry.own_previous, entry.peers, true);
   } else if (counts.window_index == entry.window_index - 1) {
-    MergeWindow(counts.current, self, peers, entry.own_previous, entry.remote, true);
+    MergeWindow(counts.current, self, peers, entry.own_previous, entry.peers, true);
   }
 }
 
@@ -241,7 +239,8 @@ void MergeDenied(CounterEntry& entry, NodeId self, int64_t window_index, const D
 }
 
 DeniedCost SendDenied(CounterEntry& entry, NodeId self) {
-  return SendDeniedOf(entry.remote ? entry.remote->denied.get() : nullptr, self);
+  RemoteCounts* remote = entry.peers.full();
+  return SendDeniedOf(remote ? remote->denied.get() : nullptr, self);
 }
 
 HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
@@ -255,9 +254,9 @@ HeardDemand DemandOf(const CounterEntry& entry, NodeId self, uint64_t unheard,
   demand.own = static_cast<double>(entry.own_current - unheard_current) +
                previous_weight * static_cast<double>(entry.own_previous - unheard_previous);
   demand.all = demand.own;
-  if (const RemoteCounts* remote = entry.remote.get()) {
-    demand.all += static_cast<double>(remote->peers.current_sum()) +
-                  previous_weight * static_cast<double>(remote->peers.previous_sum());
+  demand.all += static_cast<double>(entry.peers.current_sum()) +
+                previous_weight * static_cast<double>(entry.peers.previous_sum());
+  if (const RemoteCounts* remote = entry.peers.full()) {
     if (const DeniedCounts* denied = remote->denied.get()) {
       AddDenied(*denied, self, previous_weight, &demand);
     }

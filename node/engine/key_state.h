@@ -14,31 +14,12 @@
 #include "node/common/key_snapshot.h"
 #include "node/common/limit.h"
 #include "node/engine/compact_key.h"
+#include "node/engine/counter_peers.h"
 #include "node/engine/decide.h"
 #include "node/engine/escrow.h"
 #include "node/engine/peer_counts.h"
 
 namespace tally {
-
-// What an entry's own_unsent holds when it is not known (RemoteCounts made by
-// a merge while some of this node's admissions waited to be sent).
-inline constexpr uint32_t kUnsentUnknown = UINT32_MAX;
-
-// What the nodes denied on a counting key (cost asked for that their views
-// had no room for),
-// by which shares of what remains weigh each node's demand
-// (node/engine/coordination.h): each node's denials in the current and the
-// previous window as last heard (this node's: as it sent them the time
-// before last, surely arrived by now), this node's as it sent them last, and
-// this node's own now. Allocated on the first denial or report of one.
-struct DeniedCounts {
-  GCounter current;
-  GCounter previous;
-  uint32_t sent_current = 0;
-  uint32_t sent_previous = 0;
-  uint32_t own_current = 0;  // saturating
-  uint32_t own_previous = 0;
-};
 
 // Whether what was sent at sent_at_ms (the wall clock's ms, low 32 bits, as
 // RemoteCounts and BucketEntry keep it) may still be on its way at now_ms.
@@ -47,41 +28,17 @@ inline bool InFlight(uint32_t sent_at_ms, int64_t now_ms, int64_t delivery_ms) {
          static_cast<uint64_t>(delivery_ms);
 }
 
-// Other nodes' slots of a counting key: allocated once a peer reports, or,
-// with escrow (node/engine/escrow.h), once the key is checked: its epoch lives
-// here; or once this node's unsent admissions on it come near its share of
-// what remains (node/engine/coordination.h).
-struct RemoteCounts {
-  // First, and next to the flag below: what a merge reads and writes.
-  PeerCounts peers;
-  // Peers' slots changed by a merge and not written to disk since, while
-  // this node's own did not change (node/engine/shard.h: peers_changed).
-  bool peers_unsaved = false;
-  std::unique_ptr<EscrowEpoch> epoch;  // with escrow only, from the key's first check
-  // What this node admitted on the key and has not sent to its peers yet,
-  // meaningful only while the entry is marked as having something to send
-  // (node/engine/shard.h); kUnsentUnknown: as much as its own slots.
-  uint32_t own_unsent = kUnsentUnknown;
-  // What it sent last, and when (the wall clock's ms, low 32 bits): on its
-  // way to the peers for a while (node/engine/coordination.h).
-  uint32_t own_sent = 0;
-  uint32_t sent_at_ms = 0;
-  // When this node last took a turn (coordination.h: a request passed
-  // beyond its share; on a rationed bucket, within it too).
-  uint32_t turn_at_ms = 0;
-  std::unique_ptr<DeniedCounts> denied;
-};
-
 // Fixed window and sliding-window counter. The own node's slot of the
-// current and previous window is inline (a single node needs nothing else).
+// current and previous window is inline (a single node needs nothing else),
+// and so is one peer's (node/engine/counter_peers.h).
 struct CounterEntry {
   CompactKey key;
   int64_t window_index = 0;  // the window `*_current` counts
   uint32_t own_current = 0;  // <= kMaxLimit < 2^32, since only admitted cost counts
   uint32_t own_previous = 0;
-  std::unique_ptr<RemoteCounts> remote;
+  CounterPeers peers;
 };
-static_assert(sizeof(CounterEntry) == 48, "one entry per key: keep it small");
+static_assert(sizeof(CounterEntry) == 56, "one entry per key: keep it small");
 
 // Moves the entry forward to `window_index`; a smaller index changes nothing.
 void AdvanceTo(CounterEntry& entry, int64_t window_index);

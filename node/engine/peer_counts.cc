@@ -30,6 +30,12 @@ void PeerCounts::Merge(const GCounter& from, NodeId except, size_t room, uint32_
   }
 }
 
+void PeerCounts::TakeFirst(const Slot& slot) {
+  slots_.assign(1, slot);
+  current_sum_ = slot.current;
+  previous_sum_ = slot.previous;
+}
+
 void PeerCounts::Roll() {
   size_t kept = 0;
   for (const Slot& slot : slots_) {

@@ -48,6 +48,9 @@ class PeerCounts {
   void MergePrevious(const GCounter& from, NodeId except, size_t room = 0) {
     Merge(from, except, room, &Slot::previous, &previous_sum_);
   }
+  // An empty PeerCounts takes `slot` as its only slot (CounterPeers: an
+  // inline slot moving to the heap).
+  void TakeFirst(const Slot& slot);
   bool empty() const { return slots_.empty(); }
   size_t size() const { return slots_.size(); }
   // The current window becomes the previous one; the new current one is empty.

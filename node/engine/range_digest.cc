@@ -48,7 +48,7 @@ class EntrySlots {
  public:
   EntrySlots(const CounterEntry& entry, NodeId self, bool previous)
       : own_(previous ? entry.own_previous : entry.own_current),
-        peers_(entry.remote ? entry.remote->peers.slots() : std::span<const PeerCounts::Slot>()),
+        peers_(entry.peers.slots()),
         self_(self),
         previous_(previous) {}
   size_t size() const {

@@ -32,7 +32,7 @@ size_t SweepClasses(std::vector<LimitClass<Entry>>& classes, int64_t now_ms) {
 // What this node sent last on the entry, if it may still be on its way (sent
 // less than delivery_ms ago): with what is unsent, what no peer may have merged.
 uint64_t SentInFlight(const CounterEntry* entry, int64_t now_ms, int64_t delivery_ms) {
-  const RemoteCounts* remote = entry != nullptr ? entry->remote.get() : nullptr;
+  const RemoteCounts* remote = entry != nullptr ? entry->peers.full() : nullptr;
   return remote != nullptr && InFlight(remote->sent_at_ms, now_ms, delivery_ms) ? remote->own_sent
                                                                                 : 0;
 }
@@ -118,6 +118,9 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     }
     current = CurrentTotal(*entry);
     previous = PreviousTotal(*entry);
+    // A key this node checks in a cluster keeps what coordination records
+    // (its turns, what it sent): a RemoteCounts, once a peer has reported.
+    if (coordination.CountsUnsent() && !entry->peers.empty()) entry->peers.MakeFull();
   }
   // The windows the decision counts began at counted_since_ms; what members
   // may have kept back and lost since counts as spent in them.
@@ -145,7 +148,7 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
   // window counts as much as the sliding counter still counts it (the fixed
   // window's demand is weighed alike: it lasts no longer than its window).
   HeardDemand demand;
-  if (entry && entry->remote && entry->remote->denied && coordination.WeighsDemand()) {
+  if (entry && entry->peers.full() && entry->peers.full()->denied && coordination.WeighsDemand()) {
     const double previous_weight =
         static_cast<double>(spec.window_ms - elapsed_ms) / static_cast<double>(spec.window_ms);
     demand = DemandOf(*entry, coordination.self(), unheard_before, previous_weight);
@@ -166,12 +169,11 @@ Status Shard::CheckCounter(KeyBudget& budget, std::string_view key, size_t hash,
     }
     if (is_new) {
       entry->window_index = window_index;
-      entry->remote = std::move(fresh);
+      if (fresh) entry->peers.Adopt(std::move(fresh));
     }
     entry->own_current += static_cast<uint32_t>(cost);
-    if (coordination.CountsUnsent() && (entry->remote || gossip_delay_ms == 0)) {
-      if (!entry->remote) entry->remote = std::make_unique<RemoteCounts>();
-      entry->remote->own_unsent = Unsent32(unsent + cost);
+    if (coordination.CountsUnsent() && (!entry->peers.empty() || gossip_delay_ms == 0)) {
+      entry->peers.MakeFull().own_unsent = Unsent32(unsent + cost);
     }
     MarkAdmitted(counters, spec, entry, gossip_delay_ms, now_ms);
   }

@@ -37,7 +37,7 @@ constexpr uint32_t kPassAhead = 8;
 constexpr size_t kReleaseAhead = 32;
 
 // The memory outside an entry that snapshotting it reads first.
-const void* OutsideState(const CounterEntry& entry) { return entry.remote.get(); }
+const void* OutsideState(const CounterEntry& entry) { return entry.peers.full(); }
 const void* OutsideState(const LogEntry& entry) { return entry.own.stamps.data(); }
 const void* OutsideState(const BucketEntry& entry) { return entry.state.nodes.data(); }
 
@@ -51,7 +51,7 @@ constexpr auto FetchOutside = [](const auto& entry) {
 
 // What that points to and a snapshot reads next: a counter's slots.
 void PrefetchSlots(const CounterEntry& entry) {
-  if (const RemoteCounts* remote = entry.remote.get())
+  if (const RemoteCounts* remote = entry.peers.full())
     __builtin_prefetch(remote->peers.slots().data());
 }
 void PrefetchSlots(const LogEntry&) {}
@@ -88,7 +88,7 @@ void PrefetchAhead(const std::vector<Entry*>& entries, size_t i, int mark) {
 template <typename Entry>
 bool PeersUnsaved(const Entry& entry) {
   if constexpr (std::is_same_v<Entry, CounterEntry>) {
-    return entry.remote && entry.remote->peers_unsaved;
+    return entry.peers.full() && entry.peers.full()->peers_unsaved;
   } else {
     return false;
   }
@@ -96,7 +96,10 @@ bool PeersUnsaved(const Entry& entry) {
 template <typename Entry>
 void ClearPeersUnsaved(Entry& entry) {
   if constexpr (std::is_same_v<Entry, CounterEntry>) {
-    if (entry.remote) entry.remote->peers_unsaved = false;
+    if (RemoteCounts* remote = entry.peers.full()) {
+      remote->peers_unsaved = false;
+      entry.peers.Shrink();
+    }
   }
 }
 
@@ -254,9 +257,9 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
         Wait(limit_class.held, entry, now_ms, deferral_ms);
         continue;
       }
-      if (entry->remote) {
-        entry->remote->own_sent = Unsent32(UnsentNow(entry));
-        entry->remote->sent_at_ms = static_cast<uint32_t>(now_ms);
+      if (RemoteCounts* remote = entry->peers.full()) {
+        remote->own_sent = Unsent32(UnsentNow(entry));
+        remote->sent_at_ms = static_cast<uint32_t>(now_ms);
       }
       entry->key.set_marked(kGossipMark, false);
       const bool to_relayer = waited && relayer != 0;

@@ -80,8 +80,9 @@ inline bool WaitsToBeSent(const CompactKey& key) {
 inline uint64_t UnsentNow(const CounterEntry* entry) {
   if (entry == nullptr || !WaitsToBeSent(entry->key)) return 0;
   const uint64_t own = uint64_t{entry->own_current} + entry->own_previous;
-  if (!entry->remote || entry->remote->own_unsent == kUnsentUnknown) return own;
-  return std::min<uint64_t>(entry->remote->own_unsent, own);
+  const RemoteCounts* remote = entry->peers.full();
+  if (!remote || remote->own_unsent == kUnsentUnknown) return own;
+  return std::min<uint64_t>(remote->own_unsent, own);
 }
 
 inline uint64_t UnsentNow(const BucketEntry* entry) {

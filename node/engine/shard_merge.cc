@@ -36,8 +36,8 @@ void Shard::MarkMerged(std::vector<LimitClass<Entry>>& classes, const LimitSpec&
 }
 
 void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
-  if (!track_changes || entry->key.marked(kStorageMark) || !entry->remote ||
-      entry->remote->peers_unsaved) {
+  if (!track_changes || entry->key.marked(kStorageMark) || entry->peers.empty() ||
+      (entry->peers.full() && entry->peers.full()->peers_unsaved)) {
     return;
   }
   LimitClass<CounterEntry>& limit_class = *FindClass(counters, spec.algorithm, spec.window_ms);
@@ -45,11 +45,13 @@ void Shard::MarkPeersMerged(const LimitSpec& spec, CounterEntry* entry) {
                                        (limit_class.own_restored_window == INT64_MIN ||
                                         entry->window_index >= limit_class.own_restored_window + 2);
   if (admitted_by_known_limit &&
-      entry->remote->peers.current_sum() + entry->remote->peers.previous_sum() <=
+      entry->peers.current_sum() + entry->peers.previous_sum() <=
           HeadroomShare(limit_class.smallest_limit, coordination.members())) {
     return;
   }
-  entry->remote->peers_unsaved = true;
+  // The flag needs a RemoteCounts: with persistence, a key whose peers'
+  // slots wait to be stored holds one.
+  entry->peers.MakeFull().peers_unsaved = true;
   limit_class.peers_changed.push_back(entry);
 }
 
@@ -81,9 +83,10 @@ void Shard::PrefetchMergeState(const void* entry, const KeySnapshot& snapshot, s
   switch (snapshot.algorithm) {
     case Algorithm::kFixedWindow:
     case Algorithm::kSlidingWindowCounter: {
-      const auto& remote = static_cast<const CounterEntry*>(entry)->remote;
-      // The peers' counts and their flag; then their slots (inside them for
-      // up to PeerCounts::kInlinePeers peers).
+      // One peer's slot is inside the entry. Beyond, the peers' counts and
+      // their flag; then their slots (inside them for up to
+      // PeerCounts::kInlinePeers peers).
+      const RemoteCounts* remote = static_cast<const CounterEntry*>(entry)->peers.full();
       if (remote && level == 0) {
         prefetch(&remote->peers);
         prefetch(&remote->peers_unsaved);
@@ -147,7 +150,9 @@ Status Shard::Merge(KeyBudget& budget, const KeySnapshot& snapshot, size_t hash,
   const uint32_t own_current_before = entry->own_current;
   const uint32_t own_previous_before = entry->own_previous;
   const uint64_t weight_before = ReplicaWeight(*entry);
-  if (entry->remote) coordination.BeforeMerge(*entry->remote, entry->window_index, now_ms);
+  if (RemoteCounts* remote = entry->peers.full()) {
+    coordination.BeforeMerge(*remote, entry->window_index, now_ms);
+  }
   tally::MergeCounts(*entry, self, SlotsForPeers(coordination), counts);
   if (ReplicaWeight(*entry) != weight_before) {
     // What this node relays goes on to every peer after its hold.

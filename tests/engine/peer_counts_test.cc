@@ -103,33 +103,5 @@ TEST_CASE("peer counts match two G-counters on random merges") {
   }
 }
 
-// Whether the peers' slots live inside the PeerCounts object (no allocation of their own).
-bool Inline(const PeerCounts& peers) {
-  const auto* object = reinterpret_cast<const char*>(&peers);
-  const auto* slots = reinterpret_cast<const char*>(peers.slots().data());
-  return slots >= object && slots < object + sizeof(PeerCounts);
-}
-
-// In a large cluster a key that one or two peers admit on keeps their slots inside the entry;
-// one that a third peer reports makes room for every peer at once.
-TEST_CASE("a counter key heard from two peers of many allocates nothing for their slots") {
-  constexpr size_t kPeers = 63;  // a cluster of 64
-  CounterEntry entry;
-  WindowCounts counts;
-  counts.window_index = 0;
-  counts.current = Counter({{1, 4}});
-  MergeCounts(entry, kSelf, kPeers, counts);
-  counts.current = Counter({{1, 4}, {2, 1}});
-  MergeCounts(entry, kSelf, kPeers, counts);
-  REQUIRE(entry.remote);
-  CHECK(entry.remote->peers.size() == 2);
-  CHECK(Inline(entry.remote->peers));
-  counts.current = Counter({{5, 2}});
-  MergeCounts(entry, kSelf, kPeers, counts);
-  CHECK(entry.remote->peers.size() == 3);
-  CHECK_FALSE(Inline(entry.remote->peers));
-  CHECK(entry.remote->peers.current_sum() == 7);
-}
-
 }  // namespace
 }  // namespace tally
