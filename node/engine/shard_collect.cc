@@ -257,8 +257,15 @@ void Shard::CollectGossip(NodeId self, int64_t now_ms, bool flush_deferred,
         Wait(limit_class.held, entry, now_ms, deferral_ms);
         continue;
       }
-      if (RemoteCounts* remote = entry->peers.full()) {
-        remote->own_sent = Unsent32(UnsentNow(entry));
+      // What this node sends of its own is on its way for a while
+      // (SentInFlight). A key a peer reports keeps that in its RemoteCounts;
+      // one with nothing of this node's to send (relayed) needs none.
+      const uint64_t unsent = UnsentNow(entry);
+      RemoteCounts* remote = entry->peers.full();
+      if (remote == nullptr && unsent > 0 && !entry->peers.empty())
+        remote = &entry->peers.MakeFull();
+      if (remote != nullptr) {
+        remote->own_sent = Unsent32(unsent);
         remote->sent_at_ms = static_cast<uint32_t>(now_ms);
       }
       entry->key.set_marked(kGossipMark, false);

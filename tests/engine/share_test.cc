@@ -125,6 +125,26 @@ TEST_CASE("shares: a request beyond the share waits a round and delivery, then p
   }
 }
 
+// What a node sent of a key that one peer also admits on (that peer's slot
+// inside the entry) is on its way for the delivery time, as on any key: a
+// request beyond the share waits for it.
+TEST_CASE("shares: what a node sent of a key one peer reports is on its way for a while") {
+  ManualClock clock(kMinuteStartMs);
+  Limiter::Options options = ClusterOptions(true);
+  options.gossip_max_delay_ms = 10'000;  // far from the limit, an admission waits
+  std::vector<EngineNode> nodes = MakeNodes(&clock, 3, options);
+  const LimitSpec spec = kSpecs[1];
+  REQUIRE(nodes[0].Admit("k", spec));
+  for (int i = 0; i < 5; ++i) REQUIRE(nodes[1].Admit("k", spec));
+  for (const KeySnapshot& delta : nodes[1].Collect(/*flush=*/true)) {
+    REQUIRE(nodes[0].limiter->Merge(delta).ok());
+  }
+  REQUIRE(nodes[0].Collect(/*flush=*/true).size() == 1);  // node 1's admission, now sent
+  CHECK_FALSE(nodes[0].Admit("k", spec, 40));             // beyond the share of 54 / 3
+  clock.AdvanceMs(kDeliveryMs);
+  CHECK(nodes[0].Admit("k", spec, 40));  // arrived: nothing of node 1's is unheard
+}
+
 // When nothing of its own waits to be sent, a node admits a request larger
 // than its share, as a central limiter would; right after, a second one waits.
 TEST_CASE("shares: a request larger than a share passes when nothing waits") {
